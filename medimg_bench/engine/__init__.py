@@ -1,0 +1,1 @@
+"""Evaluation engine: the loop, results and reports."""

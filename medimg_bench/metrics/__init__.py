@@ -1,0 +1,41 @@
+"""Metrics: functional forms (``medimg_bench.metrics.dice(pred, target, ...)``) and stateful forms
+(``update``/``compute``/``reset``) registered by name for the engine.
+
+Submodules are imported on first attribute access, so ``import medimg_bench.metrics`` is cheap;
+every public name listed in a submodule's ``__all__`` is available here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+_INDEX: dict[str, str] | None = None
+
+
+def _index() -> dict[str, str]:
+    global _INDEX
+    if _INDEX is None:
+        index: dict[str, str] = {}
+        for info in pkgutil.iter_modules(__path__):
+            if info.name.startswith("_"):
+                continue
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            for public in getattr(mod, "__all__", ()):
+                index.setdefault(public, mod.__name__)
+        _INDEX = index
+    return _INDEX
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    module = _index().get(name)
+    if module is None:
+        raise AttributeError(f"module 'medimg_bench.metrics' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_index()))

@@ -1,0 +1,203 @@
+"""Stateful metric base class (torchmetrics style) with per-sample values and a distributed sync.
+
+Every stateful metric declares its states with :meth:`Metric.add_state` and the reduction used
+to merge them across processes. ``"cat"`` states are lists of per-batch tensors; together with
+the ``ids`` state they keep one value per sample, so a distributed gather can drop the duplicate
+samples a padding sampler adds and every sample is counted exactly once.
+
+Two kinds of metric share the class:
+
+* per-sample metrics (``per_sample = True``: Dice, HD95 ...) keep a value per sample × class;
+  :meth:`values` returns them and the engine aggregates (mean, median, bootstrap CI) itself;
+* dataset-level metrics (``per_sample = False``: AUROC ...) keep the predictions and targets
+  and :meth:`functional` turns any (resampled) set of them into a value per class, which is what
+  the bootstrap in the engine's summaries calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["Metric", "nan_reduce"]
+
+_REDUCTIONS = ("cat", "sum", "mean", "max", "min")
+
+
+def nan_reduce(values: torch.Tensor, reduction: str = "mean", dim: int | None = 0) -> torch.Tensor:
+    """Reduce ``values`` ignoring NaN (``"mean"``, ``"median"``, ``"sum"``, ``"count"``).
+
+    Returns NaN where every value along ``dim`` is NaN (``"count"`` returns 0 there).
+    """
+    if reduction == "mean":
+        return values.nanmean(dim=dim) if dim is not None else values.nanmean()
+    if reduction == "median":
+        return values.nanmedian(dim=dim).values if dim is not None else values.nanmedian()
+    if reduction == "sum":
+        return values.nansum(dim=dim) if dim is not None else values.nansum()
+    if reduction == "count":
+        return (~values.isnan()).sum(dim=dim) if dim is not None else (~values.isnan()).sum()
+    raise ValueError(f"unknown reduction {reduction!r}; expected mean, median, sum or count")
+
+
+class Metric:
+    """Base class: ``update`` per batch, ``compute`` at the end, ``reset`` to start again.
+
+    Subclasses set ``name``, ``per_sample`` and ``higher_is_better``, declare states in
+    ``__init__`` and implement :meth:`update` and :meth:`compute` (and :meth:`functional` for
+    dataset-level metrics).
+    """
+
+    name: str = "metric"
+    per_sample: bool = True
+    higher_is_better: bool | None = True
+
+    def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
+        self._defaults: dict[str, Any] = {}
+        self._reductions: dict[str, str] = {}
+        self.class_names: list[str] | None = list(class_names) if class_names else None
+        self._synced_backup: dict[str, Any] | None = None
+        self.add_state("ids", [], dist_reduce_fx="cat")
+
+    # -- states ---------------------------------------------------------------------------------
+    def add_state(self, name: str, default: Any, *, dist_reduce_fx: str = "cat") -> None:
+        """Declare a state; ``default`` is a list (``"cat"``) or a tensor (sum/mean/max/min)."""
+        if dist_reduce_fx not in _REDUCTIONS:
+            raise ValueError(f"dist_reduce_fx must be one of {_REDUCTIONS}, got {dist_reduce_fx!r}")
+        if dist_reduce_fx == "cat" and not isinstance(default, list):
+            raise ValueError(f"state {name!r}: a 'cat' state must default to an empty list")
+        self._defaults[name] = default
+        self._reductions[name] = dist_reduce_fx
+        setattr(self, name, self._fresh(default))
+
+    @staticmethod
+    def _fresh(default: Any) -> Any:
+        if isinstance(default, list):
+            return []
+        if isinstance(default, torch.Tensor):
+            return default.detach().clone()
+        return default
+
+    def reset(self) -> None:
+        """Forget everything seen so far."""
+        for name, default in self._defaults.items():
+            setattr(self, name, self._fresh(default))
+        self._synced_backup = None
+
+    def _add_ids(self, ids: Sequence[str] | None, n: int) -> None:
+        if ids is None:
+            start = len(self.ids)
+            ids = [f"sample_{start + i}" for i in range(n)]
+        if len(ids) != n:
+            raise ValueError(f"{self.name}: got {len(ids)} ids for a batch of {n}")
+        self.ids.extend(str(i) for i in ids)
+
+    # -- interface ------------------------------------------------------------------------------
+    def update(
+        self, preds: Any, targets: Any, meta: Sequence[dict] | None = None, *, ids: Sequence[str] | None = None
+    ) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def compute(self) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def values(self) -> tuple[list[str], torch.Tensor]:
+        """Per-sample metrics: the ids and a ``(N, C)`` tensor of values (NaN = undefined)."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-sample values")
+
+    def functional(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Dataset-level metrics: the value per class for any set of kept predictions/targets."""
+        raise NotImplementedError(f"{type(self).__name__} is not a dataset-level metric")
+
+    def state_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dataset-level metrics: the concatenated predictions and targets kept so far."""
+        raise NotImplementedError(f"{type(self).__name__} is not a dataset-level metric")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.update(*args, **kwargs)
+
+    # -- distributed ----------------------------------------------------------------------------
+    def sync(self, *, group: Any = None) -> None:
+        """Merge states from all processes in place (no-op when not distributed).
+
+        ``cat`` states are gathered with ``all_gather_object``, which accepts shards of different
+        lengths; samples whose id was already seen (duplicates added by a padding sampler) are
+        dropped, so 1 and N processes give identical numbers.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+            return
+        self._synced_backup = {k: getattr(self, k) for k in self._defaults}
+        world = dist.get_world_size(group)
+        local = {k: _to_cpu(getattr(self, k)) for k in self._defaults}
+        gathered: list[dict[str, Any]] = [None] * world  # type: ignore[list-item]
+        dist.all_gather_object(gathered, local, group=group)
+        merged = _merge_states(gathered, self._reductions)
+        for k, v in merged.items():
+            setattr(self, k, v)
+
+    def unsync(self) -> None:
+        """Restore the local states saved by :meth:`sync`."""
+        if self._synced_backup is not None:
+            for k, v in self._synced_backup.items():
+                setattr(self, k, v)
+            self._synced_backup = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={len(self.ids)})"
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, list):
+        return [_to_cpu(v) for v in value]
+    return value
+
+
+def _merge_states(states: list[dict[str, Any]], reductions: dict[str, str]) -> dict[str, Any]:
+    """Merge per-rank state dicts; per-sample ``cat`` states are de-duplicated by sample id.
+
+    Each ``cat`` state must hold one entry per id, in the same order, either as one list item per
+    sample or as per-batch tensors whose first dimension sums to the number of ids.
+    """
+    ops: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "sum": lambda t: t.sum(0),
+        "mean": lambda t: t.mean(0),
+        "max": lambda t: t.max(0).values,
+        "min": lambda t: t.min(0).values,
+    }
+    merged: dict[str, Any] = {}
+    keep_rank_rows: list[list[int]] = []
+    seen: set[str] = set()
+    for st in states:
+        rows = []
+        for j, sid in enumerate(st["ids"]):
+            if sid not in seen:
+                seen.add(sid)
+                rows.append(j)
+        keep_rank_rows.append(rows)
+    for name, red in reductions.items():
+        if red == "cat":
+            out: list[Any] = []
+            for st, rows in zip(states, keep_rank_rows):
+                value = st[name]
+                n_ids = len(st["ids"])
+                if value and isinstance(value[0], torch.Tensor) and len(value) != n_ids:
+                    flat = torch.cat(value) if value else torch.empty(0)
+                    if flat.shape[0] == n_ids:
+                        out.append(flat[rows])
+                        continue
+                    out.append(flat)  # not per-sample: keep everything
+                    continue
+                if len(value) == n_ids:
+                    out.extend(value[j] for j in rows)
+                else:
+                    out.extend(value)
+            merged[name] = out
+        else:
+            merged[name] = ops[red](torch.stack([st[name] for st in states]))
+    return merged

@@ -1,0 +1,1 @@
+"""Model adapters: timm/MONAI networks, CLIP zero-shot, LVLMs, training protocols."""
