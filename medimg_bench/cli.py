@@ -1,0 +1,105 @@
+"""``medimg-bench`` command line.
+
+    medimg-bench run [hydra overrides] [-m]     compose configs/ and run (sweeps with -m)
+    medimg-bench demo [overrides]               the built-in demo (= run benchmark=demo)
+    medimg-bench list {datasets,models,metrics,tasks}
+    medimg-bench datasets check CONFIG [key=value ...]
+    medimg-bench version
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _hydra_run(argv: Sequence[str]) -> int:
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig
+
+    from medimg_bench.engine.pipeline import config_dir, run_config
+
+    def task_function(cfg: DictConfig) -> None:
+        hc = HydraConfig.get()
+        run_dir = hc.runtime.output_dir
+        run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+        print(f"run directory: {run_dir}", flush=True)
+
+    saved = sys.argv
+    sys.argv = ["medimg-bench", *argv]
+    try:
+        hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(task_function)()
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def _list(what: str) -> int:
+    from medimg_bench import registry
+
+    regs = {"datasets": registry.DATASETS, "models": registry.MODELS, "metrics": registry.METRICS, "tasks": registry.TASKS}
+    if what not in regs:
+        print(f"medimg-bench list: expected one of {sorted(regs)}, got {what!r}", file=sys.stderr)
+        return 2
+    reg = regs[what]
+    for name in reg.list():
+        entry = reg.entry(name)
+        print(f"{name:28s} {entry.doc}")
+    return 0
+
+
+def _datasets(argv: Sequence[str]) -> int:
+    if not argv or argv[0] != "check" or len(argv) < 2:
+        print("usage: medimg-bench datasets check CONFIG [key=value ...]\n"
+              "  CONFIG: a name in configs/dataset/ or a path to a dataset .yaml", file=sys.stderr)
+        return 2
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from medimg_bench.engine.pipeline import config_dir
+
+    target = argv[1]
+    path = Path(target)
+    if not path.exists():
+        path = config_dir() / "dataset" / f"{target}.yaml"
+    if not path.exists():
+        print(f"medimg-bench datasets check: no dataset config {target!r}", file=sys.stderr)
+        return 2
+    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(argv[2:])))
+    from medimg_bench.datasets.check import check_from_config
+
+    report = check_from_config(OmegaConf.to_container(cfg, resolve=True))
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``medimg-bench`` console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0
+    cmd, rest = args[0], args[1:]
+    if cmd == "run":
+        return _hydra_run(rest)
+    if cmd == "demo":
+        return _hydra_run(["benchmark=demo", "run_name=demo", *rest])
+    if cmd == "list":
+        return _list(rest[0] if rest else "")
+    if cmd == "datasets":
+        return _datasets(rest)
+    if cmd in ("version", "--version"):
+        from medimg_bench import __version__
+
+        print(__version__)
+        return 0
+    print(f"medimg-bench: unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

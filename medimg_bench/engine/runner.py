@@ -1,0 +1,231 @@
+"""The evaluation loop: one pass over a dataset, per-sample records, failures kept, metrics updated
+on the device the predictions are on."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from medimg_bench.engine.results import Results, build_samples_table
+from medimg_bench.engine.summary import summarize
+from medimg_bench.metrics.base import Metric
+from medimg_bench.registry import create_task
+from medimg_bench.sample import collate, decollate
+from medimg_bench.tasks.base import Task
+
+__all__ = ["evaluate", "resolve_device"]
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"``/None → CUDA if available, else CPU; anything else is passed to ``torch.device``."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class _Failure(dict):
+    """Marker for a sample that could not be loaded."""
+
+
+class _SafeDataset(torch.utils.data.Dataset):
+    """Returns a :class:`_Failure` instead of raising, so one bad file cannot stop the loader."""
+
+    def __init__(self, dataset: Any, fail_fast: bool) -> None:
+        self.dataset = dataset
+        self.fail_fast = fail_fast
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def _sid(self, index: int) -> str:
+        sample_id = getattr(self.dataset, "sample_id", None)
+        return sample_id(index) if callable(sample_id) else f"index_{index}"
+
+    def __getitem__(self, index: int) -> Any:
+        try:
+            return self.dataset[index]
+        except Exception as exc:
+            if self.fail_fast:
+                raise
+            return _Failure(id=self._sid(index), stage="load", error=f"{type(exc).__name__}: {exc}")
+
+
+def _split_collate(items: Sequence[Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    ok = [s for s in items if not isinstance(s, _Failure)]
+    failed = [dict(s) for s in items if isinstance(s, _Failure)]
+    return (collate(ok) if ok else None), failed
+
+
+def _snapshot(metric: Metric) -> dict[str, Any]:
+    return {
+        k: (len(getattr(metric, k)) if isinstance(getattr(metric, k), list) else getattr(metric, k).clone())
+        for k in metric._defaults
+    }
+
+
+def _restore(metric: Metric, snap: Mapping[str, Any]) -> None:
+    for k, v in snap.items():
+        if isinstance(v, int):
+            del getattr(metric, k)[v:]
+        else:
+            setattr(metric, k, v)
+
+
+def _progress(enabled: bool, total: int, label: str) -> Any:
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
+        TimeElapsedColumn(), transient=False,
+    )
+
+
+def evaluate(
+    model: Any,
+    dataset: Any,
+    *,
+    task: str | Task = "classification",
+    metrics: Mapping[str, Mapping[str, Any] | None] | Mapping[str, Metric] | None = None,
+    batch_size: int = 1,
+    num_workers: int = 0,
+    device: str | torch.device | None = "auto",
+    amp: bool = False,
+    fail_fast: bool = False,
+    progress: bool = True,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    name: str | None = None,
+) -> Results:
+    """Run ``model`` over ``dataset`` once and score it.
+
+    Args:
+        model: an adapter with ``predict(batch) -> dict`` (see :mod:`medimg_bench.models`).
+        dataset: a map-style dataset of sample dicts (a ``ManifestDataset`` gives ids and patients).
+        task: task name or :class:`Task`; decides metric inputs, records and plots.
+        metrics: ``{name: options}`` for registered metrics, or ready ``Metric`` objects.
+        amp: autocast to bfloat16 (CPU) / float16 (CUDA) during inference.
+        fail_fast: re-raise the first failing sample instead of recording it and going on.
+        n_resamples, confidence, seed: bootstrap settings for the summary's intervals
+            (clustered by ``patient_id``).
+
+    Returns :class:`Results` (per-sample table, summary, manifest); nothing is written to disk.
+    """
+    task_obj = create_task(task) if isinstance(task, str) else task
+    classes = getattr(dataset, "classes", None)
+    if metrics and all(isinstance(m, Metric) for m in metrics.values()):
+        metric_objs: dict[str, Metric] = dict(metrics)  # type: ignore[arg-type]
+    else:
+        metric_objs = task_obj.build_metrics(metrics, classes)  # type: ignore[arg-type]
+    dev = resolve_device(device)
+    model.to(dev)
+    model.eval()
+    start = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
+    loader = torch.utils.data.DataLoader(
+        _SafeDataset(dataset, fail_fast),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        collate_fn=_split_collate,
+        pin_memory=dev.type == "cuda",
+    )
+    records: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
+
+    def run_batch(batch: dict[str, Any]) -> None:
+        with torch.inference_mode(), torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
+            outputs = model.predict(batch)
+        preds, targets = task_obj.metric_inputs(batch, outputs)
+        snaps = {k: _snapshot(m) for k, m in metric_objs.items()}
+        try:
+            for metric in metric_objs.values():
+                metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
+            rows = task_obj.sample_records(batch, outputs, classes)
+        except Exception:
+            for k, m in metric_objs.items():
+                _restore(m, snaps[k])
+            raise
+        records.extend(rows)
+
+    label = name or getattr(dataset, "name", "eval")
+    with _progress(progress, len(dataset), label) as bar:
+        bar_task = bar.add_task(label, total=len(dataset)) if bar is not None else None
+        for batch, failed in loader:
+            failures.extend(failed)
+            if batch is not None:
+                try:
+                    run_batch(batch)
+                except Exception as exc:
+                    if fail_fast:
+                        raise
+                    if len(batch["id"]) == 1:
+                        failures.append(_predict_failure(batch["id"][0], exc))
+                    else:  # isolate the failing sample(s): retry one by one
+                        for single in decollate(batch):
+                            try:
+                                run_batch(collate([single]))
+                            except Exception as exc1:
+                                failures.append(_predict_failure(single["id"], exc1))
+            if bar is not None:
+                bar.update(bar_task, advance=(len(batch["id"]) if batch else 0) + len(failed))
+
+    for metric in metric_objs.values():
+        metric.sync()
+    patients = _patients(dataset)
+    samples = build_samples_table(records, metric_objs, failures, patients)
+    summary = summarize(
+        metric_objs, samples, patients=patients, n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+    end = datetime.now(timezone.utc)
+    manifest = {
+        "name": label,
+        "task": task_obj.name,
+        "model": getattr(model, "name", type(model).__name__),
+        "dataset": {
+            "name": getattr(dataset, "name", type(dataset).__name__),
+            "n_samples": len(dataset),
+            "fingerprint": dataset.fingerprint() if hasattr(dataset, "fingerprint") else None,
+            "classes": list(classes) if classes else None,
+        },
+        "device": _device_name(dev),
+        "amp": amp,
+        "batch_size": batch_size,
+        "start_time": start.isoformat(),
+        "end_time": end.isoformat(),
+        "wall_time_s": round(time.perf_counter() - t0, 3),
+        "seed": seed,
+    }
+    return Results(
+        name=label, task=task_obj, samples=samples, summary=summary, manifest=manifest, metrics=metric_objs
+    )
+
+
+def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return {"id": sample_id, "stage": "predict", "error": f"{type(exc).__name__}: {exc}{where}"}
+
+
+def _patients(dataset: Any) -> dict[str, str]:
+    manifest = getattr(dataset, "manifest", None)
+    if manifest is not None and "patient_id" in manifest.columns:
+        return dict(zip(manifest["id"].astype(str), manifest["patient_id"].astype(str)))
+    return {}
+
+
+def _device_name(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(dev)}"
+    import platform
+
+    return f"cpu:{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"

@@ -1,0 +1,145 @@
+"""Aggregates for a run: per class and macro, with bootstrap confidence intervals clustered by
+patient, and counts of empty/missed structures for segmentation."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.stats import bootstrap_ci
+
+__all__ = ["summarize", "metric_value_tables"]
+
+
+def metric_value_tables(metric: Metric) -> dict[str, tuple[list[str], torch.Tensor]]:
+    """Per-sample values of a metric as ``{column: (ids, (N, C) tensor)}``; a combined metric
+    (one with ``metric_values()``) yields one entry per metric it computes."""
+    if hasattr(metric, "metric_values"):
+        return dict(metric.metric_values())
+    return {metric.name: metric.values()}
+
+
+def _f(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else round(x, 6)
+
+
+def _class_names(metric: Metric, n: int) -> list[str]:
+    names = metric.class_names
+    return list(names) if names and len(names) == n else [str(i) for i in range(n)]
+
+
+def summarize(
+    metrics: Mapping[str, Metric],
+    samples: pd.DataFrame,
+    *,
+    patients: Mapping[str, str] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The ``summary.json`` content: for each metric, per class (and the macro mean over classes)
+    the point value with a bootstrap CI; per-sample metrics also get median, std and counts."""
+    patients = patients or {}
+    out: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples, "metrics": {}}
+    for key, metric in metrics.items():
+        if metric.per_sample:
+            for column, (ids, values) in metric_value_tables(metric).items():
+                name = column if column != metric.name else key
+                out["metrics"][name] = _per_sample_summary(metric, ids, values, patients, n_resamples, confidence, seed)
+        else:
+            out["metrics"][key] = _dataset_summary(metric, patients, n_resamples, confidence, seed)
+    status = samples["status"] if "status" in samples.columns else pd.Series(dtype=str)
+    ids_failed = sorted(set(samples.loc[status == "failed", "id"])) if len(status) else []
+    out["n_samples"] = int(samples["id"].nunique()) if len(samples) else 0
+    out["n_failed"] = len(ids_failed)
+    out["failed_ids"] = ids_failed
+    if {"target_voxels", "pred_voxels", "class"} <= set(samples.columns):
+        ok = samples[samples["status"] == "ok"]
+        t0, p0 = ok["target_voxels"] == 0, ok["pred_voxels"] == 0
+        out["cases"] = {
+            str(c): {
+                "absent": int((t0 & p0)[ok["class"] == c].sum()),
+                "missed": int((t0 ^ p0)[ok["class"] == c].sum()),
+                "present": int((~t0 & ~p0)[ok["class"] == c].sum()),
+            }
+            for c in ok["class"].unique()
+        }
+    return out
+
+
+def _groups(ids: list[str], patients: Mapping[str, str]) -> list[str] | None:
+    if not patients:
+        return None
+    return [patients.get(i, i) for i in ids]
+
+
+def _per_sample_summary(
+    metric: Metric,
+    ids: list[str],
+    values: torch.Tensor,
+    patients: Mapping[str, str],
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> dict[str, Any]:
+    v = values.detach().double().cpu()
+    names = _class_names(metric, v.shape[1] if v.ndim == 2 else 1)
+    res: dict[str, Any] = {"kind": "per_sample", "higher_is_better": metric.higher_is_better, "per_class": {}}
+    if v.numel() == 0:
+        return res
+
+    def stat(x: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            per_class = x.nanmean(0)
+            return torch.cat([per_class, per_class.nanmean()[None]])
+
+    ci = bootstrap_ci(stat, v, None, n_resamples=n_resamples, confidence=confidence, groups=_groups(ids, patients), seed=seed)
+    for j, cname in enumerate(names):
+        col = v[:, j]
+        valid = col[~col.isnan()]
+        res["per_class"][cname] = {
+            "mean": _f(ci.estimate[j]),
+            "ci_low": _f(ci.low[j]),
+            "ci_high": _f(ci.high[j]),
+            "median": _f(valid.median()) if len(valid) else None,
+            "std": _f(valid.std()) if len(valid) > 1 else None,
+            "n": int(len(valid)),
+            "n_nan": int(col.isnan().sum()),
+        }
+    res["mean"] = {"value": _f(ci.estimate[-1]), "ci_low": _f(ci.low[-1]), "ci_high": _f(ci.high[-1])}
+    return res
+
+
+def _dataset_summary(
+    metric: Metric, patients: Mapping[str, str], n_resamples: int, confidence: float, seed: int
+) -> dict[str, Any]:
+    res: dict[str, Any] = {"kind": "dataset", "higher_is_better": metric.higher_is_better, "per_class": {}}
+    if not metric.ids:
+        return res
+    preds, targets = metric.state_arrays()
+
+    def stat(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        per_class = torch.as_tensor(metric.functional(p, t)).double().reshape(-1).cpu()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.cat([per_class, per_class.nanmean()[None]])
+
+    ci = bootstrap_ci(
+        stat, preds, targets, n_resamples=n_resamples, confidence=confidence,
+        groups=_groups(list(metric.ids), patients), seed=seed,
+    )
+    est = np.atleast_1d(ci.estimate)
+    names = _class_names(metric, len(est) - 1)
+    for j, cname in enumerate(names):
+        res["per_class"][cname] = {"value": _f(est[j]), "ci_low": _f(ci.low[j]), "ci_high": _f(ci.high[j])}
+    res["mean"] = {"value": _f(est[-1]), "ci_low": _f(ci.low[-1]), "ci_high": _f(ci.high[-1])}
+    return res

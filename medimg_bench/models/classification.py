@@ -1,0 +1,58 @@
+"""Image classifiers from timm with a classification head, as engine adapters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from medimg_bench.models.base import ModelAdapter, load_checkpoint
+from medimg_bench.registry import register_model
+
+__all__ = ["ClassifierAdapter", "timm_classifier"]
+
+
+class ClassifierAdapter(ModelAdapter):
+    """Wraps a network returning ``(B, K)`` logits. ``predict`` gives ``logits`` and ``probs``
+    (sigmoid for multi-label, softmax for multi-class)."""
+
+    task = "classification"
+
+    def __init__(self, module: torch.nn.Module, *, multilabel: bool = True, name: str = "") -> None:
+        super().__init__(module, name=name)
+        self.multilabel = multilabel
+
+    def forward_batch(self, batch: dict[str, Any]) -> torch.Tensor:
+        return self.module(self.images(batch))
+
+    def predict(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        logits = self.forward_batch(batch).float()
+        probs = torch.sigmoid(logits) if self.multilabel else torch.softmax(logits, dim=1)
+        return {"logits": logits, "probs": probs}
+
+
+@register_model("timm", tags=("classification", "timm"))
+def timm_classifier(
+    *,
+    model_name: str = "resnet18",
+    num_classes: int,
+    in_channels: int = 1,
+    multilabel: bool = True,
+    pretrained: bool = False,
+    checkpoint: str | Path | None = None,
+    **timm_kwargs: Any,
+) -> ClassifierAdapter:
+    """Any timm architecture with a ``num_classes`` head and ``in_channels`` input channels.
+
+    ``pretrained=True`` needs the weights in the local Hugging Face cache (no download on
+    machines without internet); ``checkpoint`` loads a state dict (safetensors or torch.save).
+    """
+    import timm
+
+    module = timm.create_model(
+        model_name, pretrained=pretrained, num_classes=num_classes, in_chans=in_channels, **timm_kwargs
+    )
+    if checkpoint:
+        load_checkpoint(module, checkpoint)
+    return ClassifierAdapter(module, multilabel=multilabel, name=f"timm/{model_name}")

@@ -1,0 +1,54 @@
+"""Task base class: what the engine needs to know about a kind of problem."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from medimg_bench.metrics.base import Metric
+from medimg_bench.registry import create_metric
+
+__all__ = ["Task"]
+
+
+class Task:
+    """Maps model outputs and batch targets to metric inputs, per-sample records, loss and plots."""
+
+    name: str = "task"
+    default_metrics: Mapping[str, Mapping[str, Any]] = {}
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError(f"task {self.name!r} has no training loss")
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
+        """Keyword arguments every metric of this task gets from the dataset (e.g. class names)."""
+        return {}
+
+    def build_metrics(
+        self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
+    ) -> dict[str, Metric]:
+        """Instantiate the stateful metrics named in ``spec`` (name → options; None → defaults)."""
+        spec = dict(spec) if spec else dict(self.default_metrics)
+        base = self.metric_kwargs(classes)
+        metrics = {}
+        for name, options in spec.items():
+            options = dict(options or {})
+            registry_name = options.pop("metric", name)
+            metrics[name] = create_metric(registry_name, **{**base, **options})
+        return metrics
+
+    def sample_records(
+        self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
+    ) -> list[dict[str, Any]]:
+        """Rows for the per-sample table beyond metric values (one per sample, or sample × class)."""
+        return [{"id": sid} for sid in batch["id"]]
+
+    def plots(self, results: Any, out_dir: Path) -> list[Path]:
+        """PNG plots for a finished run; returns the files written."""
+        return []

@@ -1,0 +1,95 @@
+"""Semantic segmentation of 2D images or 3D volumes (label maps)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from medimg_bench.metrics.base import Metric
+from medimg_bench.registry import create_metric, register_task
+from medimg_bench.tasks.base import Task
+
+__all__ = ["SegmentationTask"]
+
+
+@register_task("segmentation", tags=("segmentation",))
+class SegmentationTask(Task):
+    """Label-map prediction; class 0 is background and is left out of metrics by default."""
+
+    name = "segmentation"
+    default_metrics = {"dice": {}}
+
+    def __init__(self, *, include_background: bool = False) -> None:
+        self.include_background = include_background
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        from monai.losses import DiceCELoss
+
+        if not hasattr(self, "_loss"):
+            self._loss = DiceCELoss(to_onehot_y=True, softmax=True)
+        target = torch.as_tensor(batch["mask"]).to(logits.device)
+        return self._loss(logits, target.unsqueeze(1))
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        labels = outputs["labels"]
+        return labels, torch.as_tensor(batch["mask"]).to(labels.device)
+
+    def build_metrics(
+        self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
+    ) -> dict[str, Metric]:
+        spec = dict(spec) if spec else dict(self.default_metrics)
+        if not classes:
+            raise ValueError("segmentation metrics need the dataset's class list (dataset.classes)")
+        metrics = {}
+        for name, options in spec.items():
+            options = dict(options or {})
+            registry_name = options.pop("metric", name)
+            include_bg = bool(options.pop("include_background", self.include_background))
+            names = list(classes) if include_bg else list(classes)[1:]
+            metrics[name] = create_metric(
+                registry_name,
+                **{"num_classes": len(classes), "include_background": include_bg, "class_names": names, **options},
+            )
+        return metrics
+
+    def sample_records(
+        self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
+    ) -> list[dict[str, Any]]:
+        pred = outputs["labels"]
+        target = torch.as_tensor(batch["mask"]).to(pred.device)
+        k = len(classes) if classes else int(max(pred.max(), target.max())) + 1
+        names = list(classes) if classes else [str(i) for i in range(k)]
+        b = pred.shape[0]
+        pc = torch.stack([torch.bincount(pred[i].flatten(), minlength=k)[:k] for i in range(b)]).cpu()
+        tc = torch.stack([torch.bincount(target[i].flatten(), minlength=k)[:k] for i in range(b)]).cpu()
+        first = 0 if self.include_background else 1
+        rows = []
+        for i, sid in enumerate(batch["id"]):
+            spacing = (batch["meta"][i] or {}).get("spacing")
+            voxel_ml = math.prod(float(s) for s in spacing) / 1000.0 if spacing else float("nan")
+            for c in range(first, k):
+                rows.append(
+                    {
+                        "id": sid,
+                        "class": names[c],
+                        "target_voxels": int(tc[i, c]),
+                        "pred_voxels": int(pc[i, c]),
+                        "target_ml": float(tc[i, c]) * voxel_ml,
+                        "pred_ml": float(pc[i, c]) * voxel_ml,
+                    }
+                )
+        return rows
+
+    def plots(self, results: Any, out_dir: Path) -> list[Path]:
+        from medimg_bench.engine.report import plot_per_class
+
+        written = []
+        for column in results.per_sample_metric_columns():
+            path = plot_per_class(results.samples, column, out_dir / f"per_class_{column}.png", title=results.name)
+            if path:
+                written.append(path)
+        return written

@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from medimg_bench.models.base import load_checkpoint
+from medimg_bench.registry import MODELS, create_model
+from medimg_bench.sample import collate
+
+# the smallest configuration of every registered model; a new model must add one here
+TINY = {
+    "timm": dict(model_name="resnet10t", num_classes=3, in_channels=1),
+    "monai_unet": dict(num_classes=3, channels=(4, 8), strides=(2,), num_res_units=0),
+    "monai_net": dict(net="SegResNet", num_classes=3, spatial_dims=3, init_filters=8, blocks_down=(1, 1), blocks_up=(1,), divisor=2),
+}
+
+
+def _batch(model, b=2):
+    if model.task == "classification":
+        return collate([{"id": f"s{i}", "image": torch.rand(1, 32, 32)} for i in range(b)])
+    return collate([{"id": f"s{i}", "image": torch.rand(1, 12, 10, 9)} for i in range(b)])
+
+
+@pytest.mark.parametrize("name", MODELS.list())
+def test_every_registered_model_predicts(name):
+    assert name in TINY, f"add a tiny configuration for model {name!r} to TINY"
+    model = create_model(name, **TINY[name]).eval()
+    batch = _batch(model)
+    with torch.inference_mode():
+        out = model.predict(batch)
+    if model.task == "classification":
+        assert out["probs"].shape == (2, 3) and out["logits"].shape == (2, 3)
+        assert ((out["probs"] >= 0) & (out["probs"] <= 1)).all()
+    else:  # odd sizes are padded to the network's divisor and cropped back
+        assert out["probs"].shape == (2, 3, 12, 10, 9)
+        assert out["labels"].shape == (2, 12, 10, 9) and out["labels"].dtype == torch.int64
+        assert torch.allclose(out["probs"].sum(1), torch.ones(2, 12, 10, 9), atol=1e-5)
+
+
+def test_sliding_window_matches_shapes():
+    model = create_model("monai_unet", num_classes=2, channels=(4, 8), strides=(2,), roi_size=(8, 8, 8)).eval()
+    with torch.inference_mode():
+        out = model.predict(collate([{"id": "a", "image": torch.rand(1, 20, 17, 9)}]))
+    assert out["labels"].shape == (1, 20, 17, 9)
+
+
+def test_checkpoints_load_safely(tmp_path):
+    from safetensors.torch import save_file
+
+    src = create_model("timm", **TINY["timm"])
+    torch.save(src.module.state_dict(), tmp_path / "w.pt")
+    save_file(src.module.state_dict(), str(tmp_path / "w.safetensors"))
+    for f in ("w.pt", "w.safetensors"):
+        dst = create_model("timm", **TINY["timm"], checkpoint=tmp_path / f)
+        for a, b in zip(src.module.state_dict().values(), dst.module.state_dict().values()):
+            assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="does not match"):
+        load_checkpoint(create_model("timm", model_name="resnet10t", num_classes=5, in_channels=1).module, tmp_path / "w.pt")
+    with pytest.raises(FileNotFoundError, match="nope.pt"):
+        create_model("timm", **TINY["timm"], checkpoint=tmp_path / "nope.pt")
+
+
+def test_mixed_size_batch_gives_clear_error():
+    model = create_model("timm", **TINY["timm"])
+    batch = collate([{"id": "a", "image": torch.rand(1, 32, 32)}, {"id": "b", "image": torch.rand(1, 16, 16)}])
+    with pytest.raises(ValueError, match="different sizes"):
+        model.predict(batch)
