@@ -52,29 +52,43 @@ def _list(what: str) -> int:
 
 
 def _datasets(argv: Sequence[str]) -> int:
-    if not argv or argv[0] != "check" or len(argv) < 2:
-        print("usage: medimg-bench datasets check CONFIG [key=value ...]\n"
-              "  CONFIG: a name in configs/dataset/ or a path to a dataset .yaml", file=sys.stderr)
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="medimg-bench datasets check",
+        description="List missing/unreadable files, labels outside the class list, label counts per "
+        "split and patient leakage between splits. Exit 0 ok, 1 problems, 2 invalid config.",
+    )
+    parser.add_argument("config", help="a name in configs/dataset/ or a path to a dataset .yaml")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. root=/data/nih")
+    parser.add_argument("--no-pixels", action="store_true", help="only check the manifest and files")
+    parser.add_argument("--max-samples", type=int, default=None, help="read at most N samples per split")
+    parser.add_argument("--hash-images", action="store_true", help="also find identical image files across splits")
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the report as JSON here")
+    if not argv or argv[0] != "check":
+        parser.print_usage(sys.stderr)
         return 2
+    args = parser.parse_args(list(argv[1:]))
     from pathlib import Path
 
     from omegaconf import OmegaConf
 
+    from medimg_bench.datasets.check import run_check
     from medimg_bench.engine.pipeline import config_dir
 
-    target = argv[1]
-    path = Path(target)
+    path = Path(args.config)
     if not path.exists():
-        path = config_dir() / "dataset" / f"{target}.yaml"
+        path = config_dir() / "dataset" / f"{args.config}.yaml"
     if not path.exists():
-        print(f"medimg-bench datasets check: no dataset config {target!r}", file=sys.stderr)
+        print(f"medimg-bench datasets check: no dataset config {args.config!r}", file=sys.stderr)
         return 2
-    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(argv[2:])))
-    from medimg_bench.datasets.check import check_from_config
-
-    report = check_from_config(OmegaConf.to_container(cfg, resolve=True))
-    print(report.format())
-    return 0 if report.ok else 1
+    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(args.overrides)))
+    return run_check(
+        OmegaConf.to_container(cfg, resolve=True), read_pixels=not args.no_pixels,
+        max_samples=args.max_samples, hash_images=args.hash_images, num_workers=args.workers,
+        json_path=args.json,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -74,9 +74,21 @@ def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
     if options.get("num_classes") is None and getattr(dataset, "classes", None):
         options["num_classes"] = len(dataset.classes)
     if options.get("in_channels") is None and len(dataset):
-        image = dataset[0]["image"]
-        options["in_channels"] = int((image[0] if isinstance(image, list) else image).shape[0])
+        options["in_channels"] = _infer_channels(dataset)
     return create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
+
+
+def _infer_channels(dataset: Any, tries: int = 20) -> int:
+    """Channels of the first readable sample (a bad first file must not stop the run)."""
+    errors = []
+    for i in range(min(tries, len(dataset))):
+        try:
+            image = dataset[i]["image"]
+        except Exception as exc:  # recorded as a failed sample later by the engine
+            errors.append(str(exc))
+            continue
+        return int((image[0] if isinstance(image, list) else image).shape[0])
+    raise ValueError(f"cannot infer in_channels: the first {len(errors)} samples failed to load: {errors[:3]}")
 
 
 def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str] = ()) -> Any:

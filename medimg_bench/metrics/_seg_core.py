@@ -1,0 +1,286 @@
+"""Input checking and the one-pass computation behind every segmentation metric.
+
+:func:`compute_scores` validates a batch, counts overlaps per class on the input's device
+(``torch.bincount``) and, when a distance metric is asked for, extracts each class's surfaces
+once on the CPU and derives every distance metric from the same distances.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from medimg_bench.metrics._surface import class_surface_distances, distance_metric_value
+from medimg_bench.metrics.seg_conventions import (
+    EMPTY_DISTANCE,
+    SEG_METRIC_NAMES,
+    SegConvention,
+    get_convention,
+)
+
+__all__ = ["compute_scores", "STATUS_OK", "STATUS_ABSENT", "STATUS_PRED_EMPTY", "STATUS_TARGET_EMPTY"]
+
+STATUS_OK, STATUS_ABSENT, STATUS_PRED_EMPTY, STATUS_TARGET_EMPTY = 0, 1, 2, 3
+_OVERLAP = ("dice", "iou", "precision", "recall", "volume_difference")
+_DIST = ("hausdorff", "hd95", "assd", "masd", "nsd")
+
+
+def _as_tensor(x: Any, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    if isinstance(x, np.ndarray | np.generic | list | tuple):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise ValueError(f"{name}: items disagree on shape or dimensionality")
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    raise ValueError(f"{name}: expected a tensor or array, got {type(x).__name__}")
+
+
+def _split_cases(x: Any, name: str, spatial_dims: int | None, one_hot: bool) -> list[torch.Tensor]:
+    """One tensor per case: ``(*spatial)`` label maps or ``(C, *spatial)`` one-hot stacks."""
+    if isinstance(x, list | tuple) and x and not isinstance(x[0], int | float | bool):
+        cases = [_as_tensor(c, f"{name}[{i}]") for i, c in enumerate(x)]
+        dims = {c.ndim for c in cases}
+        if len(dims) > 1:
+            raise ValueError(f"{name}: batch items disagree on dimensionality: {sorted(dims)}")
+        return cases
+    t = _as_tensor(x, name)
+    extra = 1 if one_hot else 0
+    if spatial_dims is None:
+        spatial_dims = 3 if t.ndim >= 4 + extra else 2
+    if t.ndim == spatial_dims + extra:
+        return [t]
+    if t.ndim != spatial_dims + extra + 1:
+        layout = "(B, C, *spatial)" if one_hot else "(B, *spatial)"
+        raise ValueError(
+            f"{name}: expected {layout} or one case with {spatial_dims} spatial dims, "
+            f"got shape {tuple(t.shape)}"
+        )
+    return list(t.unbind(0))
+
+
+def _check_labels(t: torch.Tensor, name: str, num_classes: int, one_hot: bool) -> torch.Tensor:
+    if t.is_complex():
+        raise ValueError(f"{name}: complex values where labels are expected")
+    if t.is_floating_point():
+        if torch.isnan(t).any():
+            raise ValueError(f"{name}: NaN values where labels are expected")
+        if not one_hot:
+            raise ValueError(f"{name}: must be an integer label map, got {t.dtype}")
+        if not ((t == 0) | (t == 1)).all():
+            raise ValueError(f"{name}: one-hot input must hold only 0 and 1")
+        return t.bool()
+    if one_hot:
+        if t.dtype != torch.bool and t.numel() and (int(t.min()) < 0 or int(t.max()) > 1):
+            raise ValueError(f"{name}: one-hot input must hold only 0 and 1")
+        return t.bool()
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    if t.numel():
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(
+                f"{name}: label outside [0, {num_classes}) (min {lo}, max {hi})"
+            )
+    return t
+
+
+def _spacings(spacing: Any, n: int, ndims: list[int]) -> list[tuple[float, ...]]:
+    """Per-case spacing tuples (mm); one value, one tuple for all, or one tuple per case."""
+    if spacing is None:
+        return [(1.0,) * d for d in ndims]
+    if isinstance(spacing, torch.Tensor):
+        spacing = spacing.detach().cpu().tolist()
+    if isinstance(spacing, np.ndarray):
+        spacing = spacing.tolist()
+    if isinstance(spacing, int | float):
+        per = [tuple([float(spacing)] * d) for d in ndims]
+    elif spacing and isinstance(spacing[0], list | tuple | np.ndarray | torch.Tensor):
+        if len(spacing) != n:
+            raise ValueError(f"spacing: got {len(spacing)} per-case spacings for {n} cases")
+        per = [tuple(float(v) for v in np.asarray(s, dtype=np.float64).ravel()) for s in spacing]
+    else:
+        per = [tuple(float(v) for v in spacing)] * n
+    for i, (s, d) in enumerate(zip(per, ndims)):
+        if len(s) != d:
+            raise ValueError(f"spacing of case {i}: {len(s)} values for {d} spatial axes: {s}")
+        if not all(math.isfinite(v) and v > 0 for v in s):
+            raise ValueError(f"spacing of case {i}: values must be finite and > 0, got {s}")
+    return per
+
+
+def _bbox(mask: np.ndarray) -> tuple[slice, ...] | None:
+    idx = [np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != ax)))
+           for ax in range(mask.ndim)]
+    if any(len(i) == 0 for i in idx):
+        return None
+    return tuple(slice(int(i[0]), int(i[-1]) + 1) for i in idx)
+
+
+def _union(a: tuple[slice, ...] | None, b: tuple[slice, ...] | None) -> tuple[slice, ...] | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return tuple(slice(min(x.start, y.start), max(x.stop, y.stop)) for x, y in zip(a, b))
+
+
+def _label_boxes(lab: np.ndarray, classes: list[int]) -> dict[int, tuple[slice, ...] | None]:
+    from scipy import ndimage
+
+    top = max(classes)
+    lab = lab if lab.dtype in (np.int32, np.int64) else lab.astype(np.int32)
+    objs = ndimage.find_objects(lab, max_label=top) if top > 0 else []
+    boxes: dict[int, tuple[slice, ...] | None] = {}
+    for c in classes:
+        boxes[c] = _bbox(lab == 0) if c == 0 else objs[c - 1]
+    return boxes
+
+
+def _overlap_counts(p: torch.Tensor, t: torch.Tensor, k: int, one_hot: bool) -> np.ndarray:
+    """``(3, K)`` int64: true positives, |pred|, |target| per class.
+
+    Label maps: one joint histogram of ``pred * K + target`` (NumPy on the CPU, ``torch`` on
+    the input's device); one-hot: channel sums.
+    """
+    if one_hot:
+        dims = tuple(range(1, p.ndim))
+        return torch.stack([(p & t).sum(dims), p.sum(dims), t.sum(dims)]).long().cpu().numpy()
+    if k * k <= 1 << 22:
+        if p.device.type == "cpu":
+            joint = np.bincount((p.numpy().astype(np.int64, copy=False) * k + t.numpy()).ravel(),
+                                minlength=k * k)
+        else:
+            joint = torch.bincount((p.long() * k + t.long()).reshape(-1), minlength=k * k).cpu().numpy()
+        joint = joint.reshape(k, k)
+        return np.stack([np.diagonal(joint), joint.sum(1), joint.sum(0)])
+    pf, tf = p.reshape(-1).long(), t.reshape(-1).long()
+    tp = torch.bincount(pf[pf == tf], minlength=k)
+    counts = torch.stack([tp, torch.bincount(pf, minlength=k), torch.bincount(tf, minlength=k)])
+    return counts.cpu().numpy()
+
+
+def _overlap_value(metric: str, tp: int, n_p: int, n_t: int, voxel_mm3: float, relative: bool) -> float:
+    if metric == "dice":
+        return 2.0 * tp / (n_p + n_t)
+    if metric == "iou":
+        return tp / (n_p + n_t - tp)
+    if metric == "precision":
+        return tp / n_p if n_p else math.nan
+    if metric == "recall":
+        return tp / n_t if n_t else math.nan
+    if relative:
+        return (n_p - n_t) / n_t if n_t else math.nan
+    return (n_p - n_t) * voxel_mm3
+
+
+def compute_scores(
+    pred: Any,
+    target: Any,
+    *,
+    metrics: Sequence[str],
+    num_classes: int | None = None,
+    include_background: bool = False,
+    spacing: Any = None,
+    one_hot: bool = False,
+    spatial_dims: int | None = None,
+    convention: str | SegConvention = "default",
+    percentile: float | None = None,
+    tolerance: float = 1.0,
+    directed: bool = False,
+    empty_distance: float | None = None,
+    relative: bool = True,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every metric in ``metrics`` as a ``(B, C)`` float64 tensor on the input's device.
+
+    Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"),
+    2 prediction empty, 3 target empty (2 and 3 are "missed").
+    """
+    conv = get_convention(convention)
+    metrics = list(dict.fromkeys(metrics))
+    unknown = [m for m in metrics if m not in SEG_METRIC_NAMES]
+    if unknown:
+        raise ValueError(f"unknown segmentation metric(s) {unknown}; expected {SEG_METRIC_NAMES}")
+    if tolerance < 0 or not math.isfinite(tolerance):
+        raise ValueError(f"tolerance must be a finite distance >= 0 mm, got {tolerance}")
+    if percentile is not None and not 0 <= percentile <= 100:
+        raise ValueError(f"percentile must be in [0, 100], got {percentile}")
+    if spatial_dims is None and spacing is not None:
+        flat = np.asarray(spacing, dtype=object) if not isinstance(spacing, int | float) else None
+        if flat is not None and flat.ndim == 1 and not isinstance(flat[0], list | tuple):
+            spatial_dims = len(flat)
+    preds = _split_cases(pred, "prediction", spatial_dims, one_hot)
+    targets = _split_cases(target, "target", spatial_dims, one_hot)
+    if len(preds) != len(targets):
+        raise ValueError(f"prediction has {len(preds)} cases, target has {len(targets)}")
+    device = preds[0].device if preds else torch.device("cpu")
+    if one_hot:
+        k = preds[0].shape[0] if preds else (num_classes or 0)
+        if num_classes is not None and k != num_classes:
+            raise ValueError(f"one-hot input has {k} channels, num_classes is {num_classes}")
+        num_classes = k
+    elif num_classes is None:  # inferred from the largest label present
+        num_classes = 1 + max((int(x.max()) for x in [*preds, *targets] if x.numel()
+                               and not x.is_floating_point()), default=1)
+    for i, (p, t) in enumerate(zip(preds, targets)):
+        if p.shape != t.shape:
+            raise ValueError(
+                f"case {i}: prediction and target shapes differ: {tuple(p.shape)} vs {tuple(t.shape)}"
+            )
+        if p.ndim - (1 if one_hot else 0) not in (2, 3):
+            raise ValueError(f"case {i}: expected 2D or 3D masks, got shape {tuple(p.shape)}")
+    preds = [_check_labels(p, f"prediction[{i}]", num_classes, one_hot) for i, p in enumerate(preds)]
+    targets = [_check_labels(t, f"target[{i}]", num_classes, one_hot) for i, t in enumerate(targets)]
+    ndims = [p.ndim - (1 if one_hot else 0) for p in preds]
+    spacings = _spacings(spacing, len(preds), ndims)
+    classes = list(range(0 if include_background else 1, num_classes))
+    n, c = len(preds), len(classes)
+    out = {m: np.full((n, c), math.nan) for m in metrics}
+    status = np.zeros((n, c), dtype=np.int8)
+    want_dist = [m for m in metrics if m in _DIST]
+    for b, (p, t, sp) in enumerate(zip(preds, targets, spacings)):
+        counts = _overlap_counts(p, t, num_classes, one_hot)
+        shape = p.shape[1:] if one_hot else p.shape
+        diag = math.sqrt(sum((n_ * s) ** 2 for n_, s in zip(shape, sp)))
+        fill = empty_distance if empty_distance is not None else conv.default_empty_distance
+        fill = diag if fill is None else float(fill)
+        voxel = float(np.prod(sp))
+        if want_dist:
+            pn, tn = p.cpu().numpy(), t.cpu().numpy()
+            if not one_hot:
+                boxes_p, boxes_t = _label_boxes(pn, classes), _label_boxes(tn, classes)
+        for j, cls in enumerate(classes):
+            tp, n_p, n_t = (int(v) for v in counts[:, cls])
+            pe, te = n_p == 0, n_t == 0
+            status[b, j] = (STATUS_ABSENT if pe and te else STATUS_PRED_EMPTY if pe
+                            else STATUS_TARGET_EMPTY if te else STATUS_OK)
+            for m in metrics:
+                if m in _OVERLAP:
+                    # a volume difference stays defined when only the prediction is empty
+                    # (and, in mm³, when only the target is)
+                    vd_ok = m == "volume_difference" and not (pe and te) and (not te or not relative)
+                    if not (pe or te) or vd_ok:
+                        out[m][b, j] = _overlap_value(m, tp, n_p, n_t, voxel, relative)
+                        continue
+                if pe or te:
+                    v = conv.empty_value(m, pred_empty=pe, target_empty=te)
+                    out[m][b, j] = fill if v == EMPTY_DISTANCE else float(v)
+            if not want_dist or pe or te:
+                continue
+            if one_hot:
+                box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
+                pm, tm = pn[cls][box], tn[cls][box]
+            else:
+                box = _union(boxes_p[cls], boxes_t[cls])
+                pm, tm = pn[box] == cls, tn[box] == cls
+            sd = class_surface_distances(pm, tm, sp, conv.surface)
+            for m in want_dist:
+                out[m][b, j] = distance_metric_value(
+                    sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
+                )
+    result = {m: torch.from_numpy(v).to(device) for m, v in out.items()}
+    return result, torch.from_numpy(status).to(device)

@@ -1,0 +1,115 @@
+import json
+
+import pandas as pd
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from medimg_bench.datasets import create
+from medimg_bench.engine.results import Results
+from medimg_bench.engine.runner import evaluate
+from medimg_bench.registry import create_model
+
+
+class ThresholdModel:
+    """Scores each finding by the mean intensity: deterministic, no training needed."""
+
+    task = "classification"
+    name = "threshold"
+
+    def to(self, device):
+        return self
+
+    def eval(self):
+        return self
+
+    def predict(self, batch):
+        m = batch["image"].mean(dim=(1, 2, 3))
+        return {"probs": torch.stack([m, 1 - m, m * m], dim=1)}
+
+
+class FailOn(ThresholdModel):
+    def __init__(self, bad_id):
+        self.bad_id = bad_id
+
+    def predict(self, batch):
+        if self.bad_id in batch["id"]:
+            raise RuntimeError(f"cannot predict {self.bad_id}")
+        return super().predict(batch)
+
+
+@pytest.fixture(scope="module")
+def cxr(tmp_path_factory):
+    return create("synthetic_cxr", tmp_path_factory.mktemp("cxr"), split="all", n=24, size=32)
+
+
+def test_auroc_and_table_match_sklearn(cxr):
+    res = evaluate(ThresholdModel(), cxr, task="classification", batch_size=5, progress=False, n_resamples=50)
+    s = res.samples
+    assert set(s["status"]) == {"ok"} and len(s) == 24 * 3
+    for cname, grp in s.groupby("class"):
+        ref = roc_auc_score(grp["label"], grp["score"])
+        assert res.summary["metrics"]["auroc"]["per_class"][cname]["value"] == pytest.approx(ref, abs=1e-6)
+    assert (s["patient_id"] == s["id"].map(dict(zip(cxr.manifest["id"], cxr.manifest["patient_id"])))).all()
+
+
+def test_failing_samples_are_recorded_and_others_scored(cxr, tmp_path):
+    ds = create("synthetic_cxr", tmp_path / "broken", split="all", n=12, size=32)
+    (tmp_path / "broken" / ds.manifest["image"][3]).write_bytes(b"\x89PNG broken")
+    bad_predict = ds.sample_id(7)
+    res = evaluate(FailOn(bad_predict), ds, task="classification", batch_size=4, progress=False, n_resamples=20)
+    failed = res.failures.set_index("id")["error"]
+    assert set(failed.index) == {ds.sample_id(3), bad_predict}
+    assert "[load]" in failed[ds.sample_id(3)] and ds.manifest["image"][3] in failed[ds.sample_id(3)]
+    assert "[predict]" in failed[bad_predict] and "cannot predict" in failed[bad_predict]
+    ok = res.samples[res.samples["status"] == "ok"]
+    assert ok["id"].nunique() == 10  # the other samples of both bad batches were scored
+    assert res.summary["n_failed"] == 2
+    assert len(res.metrics["auroc"].ids) == 10
+    with pytest.raises(Exception, match="cannot predict"):
+        evaluate(FailOn(bad_predict), ds.filter(lambda m: m["id"] != ds.sample_id(3)), task="classification",
+                 batch_size=4, progress=False, fail_fast=True)
+
+
+def test_results_directory_layout(tmp_path, synthetic_root):
+    ds = create("synthetic_ct", synthetic_root / "ct_layout", split="all", n=3, shape=(16, 16, 8))
+    model = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
+    res = evaluate(model, ds, task="segmentation", metrics={"dice": {}}, progress=False, n_resamples=20)
+    run = res.save(tmp_path / "run", config={"seed": 0})
+    assert {p.name for p in run.iterdir()} >= {"samples.parquet", "summary.json", "manifest.json", "plots"}
+    table = pd.read_parquet(run / "samples.parquet")
+    assert list(table.columns[:5]) == ["id", "patient_id", "class", "status", "error"]
+    assert len(table) == 3 * 4 and "dice" in table.columns
+    assert set(table["class"]) == {"liver", "kidney", "spleen", "spine"}
+    summary = json.loads((run / "summary.json").read_text())
+    liver = summary["metrics"]["dice"]["per_class"]["liver"]
+    assert liver["mean"] == pytest.approx(table.loc[table["class"] == "liver", "dice"].mean(), abs=1e-6)
+    assert liver["ci_low"] <= liver["mean"] <= liver["ci_high"]
+    assert set(summary["cases"]["liver"]) == {"absent", "missed", "present"}
+    manifest = json.loads((run / "manifest.json").read_text())
+    for key in ("config", "environment", "device", "dataset", "start_time", "end_time", "seed", "wall_time_s"):
+        assert key in manifest
+    assert manifest["dataset"]["fingerprint"] == ds.fingerprint()
+    assert manifest["environment"]["packages"]["torch"] == torch.__version__.split("+")[0] or manifest["environment"]["packages"]["torch"]
+    assert (run / "plots" / "per_class_dice.png").stat().st_size > 1000
+    again = Results.load(run)
+    assert again.summary == summary and len(again.samples) == len(table)
+
+
+def test_summary_bootstrap_resamples_patients(cxr, monkeypatch):
+    import medimg_bench.engine.summary as summary_mod
+
+    seen = []
+    real = summary_mod.bootstrap_ci
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["groups"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summary_mod, "bootstrap_ci", spy)
+    res = evaluate(ThresholdModel(), cxr, task="classification", progress=False, n_resamples=50)
+    patients = dict(zip(cxr.manifest["id"], cxr.manifest["patient_id"]))
+    assert seen and seen[0] == [patients[i] for i in res.metrics["auroc"].ids]
+    assert len(set(seen[0])) < len(seen[0])  # two images per patient in the phantoms
+    ci = res.summary["metrics"]["auroc"]["mean"]
+    assert ci["ci_low"] < ci["value"] < ci["ci_high"]
