@@ -22,6 +22,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets._common import PathManifestDataset, dataset_root
 from medimg_bench.datasets.cxr_labels import (
     CHEXPERT_PATHOLOGIES,
     NIH_PATHOLOGIES,
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".dicom", ".tif", ".tiff")
 
 
-class CXRDataset(ManifestDataset):
+class CXRDataset(PathManifestDataset):
     """A radiograph dataset over a manifest; see the module docstring for the sample layout.
 
     Args:
@@ -87,14 +88,7 @@ class CXRDataset(ManifestDataset):
             )
         if channels not in (1, 3):
             raise ValueError(f"{name}: channels must be 1 or 3, got {channels!r}")
-        super().__init__(
-            manifest,
-            root=root,
-            path_columns=("path",),
-            classes=classes,
-            transform=transform,
-            name=name,
-        )
+        super().__init__(manifest, root=root, classes=classes, transform=transform, name=name)
         self.multilabel = multilabel
         self.normalize = normalize
         self.channels = channels
@@ -158,15 +152,6 @@ class CXRDataset(ManifestDataset):
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _root(root: str | Path | None, name: str) -> Path:
-    if root is None or str(root) in ("", "???"):
-        raise ValueError(f"{name}: set root= to the dataset directory as downloaded")
-    p = Path(root).expanduser()
-    if not p.is_dir():
-        raise FileNotFoundError(f"{name}: root {str(p)!r} is not a directory")
-    return p
-
-
 def _read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
     try:
         df = pd.read_csv(path, **kw)
@@ -217,6 +202,24 @@ def _index_files(
     return found
 
 
+def _check_on_missing(on_missing: str, name: str) -> None:
+    if on_missing not in ("error", "skip", "lazy"):
+        raise ValueError(
+            f"{name}: on_missing must be 'error', 'skip' or 'lazy', got {on_missing!r}"
+        )
+
+
+def _skip(manifest: pd.DataFrame, keep: np.ndarray, name: str, where: str) -> pd.DataFrame:
+    """Rows where ``keep`` (bool array) is set, logging how many were dropped."""
+    log.warning(
+        "%s: skipped %d rows of %s whose image is not on disk",
+        name,
+        int((~keep).sum()),
+        where,
+    )
+    return manifest[keep]
+
+
 def _attach_paths(
     manifest: pd.DataFrame,
     files: Mapping[str, str],
@@ -229,10 +232,7 @@ def _attach_paths(
     """Add a ``path`` column by looking ``manifest[key]`` up in ``files``; a row whose image is
     not found raises, is skipped, or (``lazy``) gets ``expected.format(key)`` so that reading it
     names the file that should be there."""
-    if on_missing not in ("error", "skip", "lazy"):
-        raise ValueError(
-            f"{name}: on_missing must be 'error', 'skip' or 'lazy', got {on_missing!r}"
-        )
+    _check_on_missing(on_missing, name)
     manifest = manifest.copy()
     keys = manifest[key].astype(str)
     found = keys.map(files)
@@ -242,13 +242,7 @@ def _attach_paths(
     ]
     if missing.any():
         if on_missing == "skip":
-            log.warning(
-                "%s: skipped %d rows of %s whose image is not on disk",
-                name,
-                int(missing.sum()),
-                where,
-            )
-            return manifest[~missing]
+            return _skip(manifest, ~missing.to_numpy(), name, where)
         if on_missing == "error":
             i = int(np.flatnonzero(missing.to_numpy())[0])
             raise FileNotFoundError(
@@ -262,10 +256,7 @@ def _attach_paths(
 def _check_paths(
     manifest: pd.DataFrame, root: Path, on_missing: str, name: str, where: str
 ) -> pd.DataFrame:
-    if on_missing not in ("error", "skip", "lazy"):
-        raise ValueError(
-            f"{name}: on_missing must be 'error', 'skip' or 'lazy', got {on_missing!r}"
-        )
+    _check_on_missing(on_missing, name)
     if on_missing == "lazy" or manifest.empty:
         return manifest
     exists = np.fromiter(
@@ -276,13 +267,7 @@ def _check_paths(
     if exists.all():
         return manifest
     if on_missing == "skip":
-        log.warning(
-            "%s: skipped %d rows of %s whose image is not on disk",
-            name,
-            int((~exists).sum()),
-            where,
-        )
-        return manifest[exists]
+        return _skip(manifest, exists, name, where)
     i = int(np.flatnonzero(~exists)[0])
     raise FileNotFoundError(
         f"{name}: {where} line {manifest['_line'].iloc[i]} (id {manifest['id'].iloc[i]!r}): image file "
@@ -291,21 +276,67 @@ def _check_paths(
     )
 
 
-def _finish(
-    manifest: pd.DataFrame,
-    root: Path,
-    *,
+@dataclass(frozen=True)
+class _Options:
+    """The options every loader takes (see the module docstring); builds the dataset."""
+
+    name: str
+    normalize: str
+    channels: int
+    views: Sequence[str] | None
+    on_missing: str
+    transform: Callable[[dict], dict] | None
+
+    def attach_paths(
+        self,
+        manifest: pd.DataFrame,
+        files: Mapping[str, str],
+        key: str,
+        where: str,
+        expected: str = "{}",
+    ) -> pd.DataFrame:
+        """:func:`_attach_paths` with this loader's ``on_missing``."""
+        return _attach_paths(manifest, files, key, self.on_missing, self.name, where, expected)
+
+    def finish(
+        self,
+        manifest: pd.DataFrame,
+        root: Path,
+        *,
+        where: str,
+        paths_checked: bool = False,
+        **kw: Any,
+    ) -> CXRDataset:
+        """Keep the wanted ``views``, check the image files (unless ``paths_checked``: the
+        paths came from :meth:`attach_paths`) and return the dataset."""
+        if self.views is not None:
+            wanted = [self.views] if isinstance(self.views, str) else list(self.views)
+            manifest = manifest[manifest["view"].isin(wanted)]
+        on_missing = "lazy" if paths_checked else self.on_missing
+        manifest = _check_paths(manifest, root, on_missing, self.name, where)
+        return CXRDataset(
+            manifest.drop(columns=["_line"], errors="ignore"),
+            root=root,
+            name=self.name,
+            normalize=self.normalize,
+            channels=self.channels,
+            transform=self.transform,
+            **kw,
+        )
+
+
+def _options(
     name: str,
-    where: str,
+    options: Mapping[str, Any],
+    normalize: str,
+    channels: int,
     views: Sequence[str] | None,
     on_missing: str,
-    **kw: Any,
-) -> CXRDataset:
-    if views is not None:
-        wanted = [views] if isinstance(views, str) else list(views)
-        manifest = manifest[manifest["view"].isin(wanted)]
-    manifest = _check_paths(manifest, root, on_missing, name, where)
-    return CXRDataset(manifest.drop(columns=["_line"], errors="ignore"), root=root, name=name, **kw)
+    transform: Callable[[dict], dict] | None,
+) -> _Options:
+    """Reject unknown ``options`` and bundle the shared ones."""
+    _ensure_options(options, name)
+    return _Options(name, normalize, channels, views, on_missing, transform)
 
 
 def _lines(df: pd.DataFrame) -> pd.DataFrame:
@@ -345,8 +376,8 @@ def nih_cxr14(
     ``split``: ``"test"``, ``"train"`` (= the official train_val list), ``"all"``. Labels: the 14
     findings of :data:`NIH_PATHOLOGIES`, 0/1 ("No Finding" = all 0)."""
     name = "nih_cxr14"
-    _ensure_options(options, name)
-    r = _root(root, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    r = dataset_root(root, name)
     csv = _first_existing(
         r, ("Data_Entry_2017_v2020.csv", "Data_Entry_2017.csv"), name, "label CSV"
     )
@@ -392,21 +423,14 @@ def nih_cxr14(
     man["_line"] = df["_line"]
     files = _index_files(r, under=lambda parts: any(p.startswith("images") for p in parts))
     man["image_stem"] = man["image_index"].str.replace(r"\.png$", "", regex=True)
-    man = _attach_paths(
-        man, files, "image_stem", on_missing, name, str(csv), expected="images/{}.png"
-    )
-    return _finish(
+    man = opts.attach_paths(man, files, "image_stem", str(csv), expected="images/{}.png")
+    return opts.finish(
         man.drop(columns=["image_index", "image_stem"]),
         r,
-        name=name,
         where=str(csv),
-        views=views,
-        on_missing="lazy",
+        paths_checked=True,
         classes=NIH_PATHOLOGIES,
         multilabel=True,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
     )
 
 
@@ -446,8 +470,8 @@ def chexpert(
     ``"nan"`` (unlabelled, default) or ``"zero"``. ``view`` is the AP/PA column for frontal
     images and ``LATERAL`` for laterals; ``patient_id`` = ``patientNNNNN`` from the path."""
     name = "chexpert"
-    _ensure_options(options, name)
-    r = _root(root, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    r = dataset_root(root, name)
     d = _chexpert_dir(r, name)
     files = {
         "train": ["train.csv"],
@@ -494,18 +518,12 @@ def chexpert(
     man["age"] = df["Age"] if "Age" in df else np.nan
     man = pd.concat([man, labels], axis=1)
     man["_line"] = df["_line"]
-    return _finish(
+    return opts.finish(
         man,
         r,
-        name=name,
         where=str(csv),
-        views=views,
-        on_missing=on_missing,
         classes=CHEXPERT_PATHOLOGIES,
         multilabel=True,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
         meta_columns=("frontal_lateral",),
     )
 
@@ -535,10 +553,10 @@ def mimic_cxr(
     ``labeler``: ``chexpert`` | ``negbio``; labels use the CheXpert rules (``uncertainty``,
     ``blank``); studies without a label row are all NaN. ``view`` = ``ViewPosition``."""
     name = "mimic_cxr"
-    _ensure_options(options, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     if labeler not in ("chexpert", "negbio"):
         raise ValueError(f"{name}: labeler must be 'chexpert' or 'negbio', got {labeler!r}")
-    r = _root(root, name)
+    r = dataset_root(root, name)
     meta_csv = _first_existing(
         r, ("mimic-cxr-*-metadata.csv", "mimic-cxr-*-metadata.csv.gz"), name, "metadata CSV"
     )
@@ -596,16 +614,10 @@ def mimic_cxr(
         }
     )
     man = pd.concat([man, df[list(CHEXPERT_PATHOLOGIES)], df[["_line"]]], axis=1)
-    return _finish(
+    return opts.finish(
         man,
         r,
-        name=name,
         where=str(meta_csv),
-        views=views,
-        on_missing=on_missing,
         classes=CHEXPERT_PATHOLOGIES,
         multilabel=True,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
     )

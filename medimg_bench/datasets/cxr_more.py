@@ -12,17 +12,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from medimg_bench.datasets._common import dataset_root
 from medimg_bench.datasets.cxr import (
     CXRDataset,
-    _attach_paths,
-    _ensure_options,
-    _finish,
     _first_existing,
     _index_files,
     _lines,
     _need_columns,
+    _options,
     _read_csv,
-    _root,
 )
 from medimg_bench.datasets.cxr_labels import apply_uncertainty
 from medimg_bench.registry import register_dataset
@@ -55,14 +53,14 @@ def rsna_pneumonia(
     ``"class"`` (3 classes of :data:`RSNA_CLASSES`). ``meta['boxes']``: list of
     ``[x, y, width, height]`` in pixels of the 1024×1024 image (empty when negative)."""
     name = "rsna_pneumonia"
-    _ensure_options(options, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     if split not in ("train", "all"):
         raise ValueError(
             f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
         )
     if target not in ("binary", "class"):
         raise ValueError(f"{name}: target must be 'binary' or 'class', got {target!r}")
-    r = _root(root, name)
+    r = dataset_root(root, name)
     csv = _first_existing(
         r, ("stage_2_train_labels.csv", "stage_1_train_labels.csv"), name, "train labels CSV"
     )
@@ -120,22 +118,15 @@ def rsna_pneumonia(
             )
         man["label"] = man["label"].astype(int)
     files = _index_files(r)
-    man = _attach_paths(
-        man, files, "id", on_missing, name, str(csv), expected="stage_2_train_images/{}.dcm"
-    )
+    man = opts.attach_paths(man, files, "id", str(csv), expected="stage_2_train_images/{}.dcm")
     man["view"] = np.nan  # ViewPosition is read from the DICOM header at load time
-    return _finish(
+    return opts.finish(
         man.drop(columns=["Target"]),
         r,
-        name=name,
         where=str(csv),
-        views=views,
-        on_missing="lazy",
+        paths_checked=True,
         classes=classes,
         multilabel=False,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
         meta_columns=("boxes",),
     )
 
@@ -164,12 +155,12 @@ def siim_pneumothorax(
     used) or ``"absolute"`` (standard 1-based RLE, the default for ``stage_2_train.csv``); see
     :func:`medimg_bench.datasets.cxr_image.decode_siim_rle`. Only train is labelled."""
     name = "siim_pneumothorax"
-    _ensure_options(options, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     if split not in ("train", "all"):
         raise ValueError(
             f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
         )
-    r = _root(root, name)
+    r = dataset_root(root, name)
     csv = _first_existing(
         r, ("train-rle.csv", "stage_2_train.csv", "*/train-rle.csv"), name, "RLE CSV"
     )
@@ -191,20 +182,15 @@ def siim_pneumothorax(
             }
         )
     man = pd.DataFrame(rows, columns=["id", "label", "rle", "_line"])
-    man = _attach_paths(man, _index_files(r), "id", on_missing, name, str(csv), expected="{}.dcm")
+    man = opts.attach_paths(man, _index_files(r), "id", str(csv), expected="{}.dcm")
     man["view"] = np.nan
-    return _finish(
+    return opts.finish(
         man,
         r,
-        name=name,
         where=str(csv),
-        views=views,
-        on_missing="lazy",
+        paths_checked=True,
         classes=("No Pneumothorax", "Pneumothorax"),
         multilabel=False,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
         rle_column="rle" if masks else None,
         rle_format=rle_format,
     )
@@ -233,12 +219,12 @@ def vindr_cxr(
     same way if repeated). ``meta['boxes']``: dicts ``class_name, x_min, y_min, x_max, y_max,
     rad_id`` in pixels; ``meta['n_readers']``. Classes: the CSV's finding columns, in order."""
     name = "vindr_cxr"
-    _ensure_options(options, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     if split not in ("train", "test"):
         raise ValueError(f"{name}: split must be 'train' or 'test', got {split!r}")
     if aggregate not in ("majority", "any", "all"):
         raise ValueError(f"{name}: aggregate must be 'majority', 'any' or 'all', got {aggregate!r}")
-    r = _root(root, name)
+    r = dataset_root(root, name)
     csv = _first_existing(
         r,
         (f"annotations/image_labels_{split}.csv", f"image_labels_{split}.csv"),
@@ -296,22 +282,15 @@ def vindr_cxr(
             boxes.setdefault(str(d["image_id"]), []).append(box)
     man["boxes"] = [boxes.get(i, []) for i in man["id"]]
     files = _index_files(r, under=lambda parts: bool(parts) and parts[0] == split)
-    man = _attach_paths(
-        man, files, "id", on_missing, name, str(csv), expected=f"{split}/{{}}.dicom"
-    )
+    man = opts.attach_paths(man, files, "id", str(csv), expected=f"{split}/{{}}.dicom")
     man["view"] = np.nan
-    return _finish(
+    return opts.finish(
         man,
         r,
-        name=name,
         where=str(csv),
-        views=views,
-        on_missing="lazy",
+        paths_checked=True,
         classes=classes,
         multilabel=True,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
         meta_columns=("boxes", "n_readers"),
     )
 
@@ -347,8 +326,8 @@ def csv_dataset(
     and ``blank`` as for CheXpert. ``split_column`` keeps rows equal to ``split`` (otherwise all
     rows are used). ``id_column`` defaults to the image path without suffix."""
     name = "csv"
-    _ensure_options(options, name)
-    r = _root(root, name)
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    r = dataset_root(root, name)
     path = Path(csv) if Path(csv).is_absolute() else r / csv
     if not path.exists():
         raise FileNotFoundError(f"{name}: label CSV {str(path)!r} does not exist")
@@ -409,17 +388,11 @@ def csv_dataset(
         )
         multilabel = True
     man["_line"] = df["_line"]
-    return _finish(
+    return opts.finish(
         man,
         r,
-        name=name,
         where=str(path),
-        views=views,
-        on_missing=on_missing,
         classes=cls,
         multilabel=multilabel,
-        normalize=normalize,
-        channels=channels,
-        transform=transform,
         meta_columns=tuple(meta_columns),
     )

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets._common import PathManifestDataset
 from medimg_bench.registry import register_dataset
 
 __all__ = ["MEDMNIST_INFO", "MedMNISTDataset", "medmnist", "npz_member"]
@@ -258,7 +258,7 @@ def _read_npy(f: Any, path: Path, key: str) -> np.ndarray:
         raise ValueError(f"{str(path)!r}: member {key!r} could not be read ({exc})") from exc
 
 
-class MedMNISTDataset(ManifestDataset):
+class MedMNISTDataset(PathManifestDataset):
     """One split of a MedMNIST flag; ``image`` is ``C×H×W`` (2D) or ``1×D×H×W`` (3D) float32 in
     [0, 1]; ``label`` an int (multi-class) or a float 14-vector (ChestMNIST)."""
 
@@ -282,7 +282,6 @@ class MedMNISTDataset(ManifestDataset):
         super().__init__(
             manifest,
             root=root,
-            path_columns=("path",),
             classes=info[3],
             transform=transform,
             name=f"medmnist/{flag}",

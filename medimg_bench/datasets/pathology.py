@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets._common import PathManifestDataset, dataset_root
 from medimg_bench.registry import register_dataset
 
 __all__ = [
@@ -37,15 +37,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
-
-
-def _root(root: str | Path | None, name: str) -> Path:
-    if root is None or str(root) in ("", "???"):
-        raise ValueError(f"{name}: set root= to the dataset directory as downloaded")
-    p = Path(root).expanduser()
-    if not p.is_dir():
-        raise FileNotFoundError(f"{name}: root {str(p)!r} is not a directory")
-    return p
 
 
 def _unit_rgb(array: np.ndarray, path: str) -> torch.Tensor:
@@ -71,7 +62,7 @@ def _unit_rgb(array: np.ndarray, path: str) -> torch.Tensor:
 # -- PatchCamelyon ---------------------------------------------------------------------------------
 
 
-class PCamDataset(ManifestDataset):
+class PCamDataset(PathManifestDataset):
     """PatchCamelyon patches read lazily from the official HDF5 files (one handle per process)."""
 
     task = "classification"
@@ -82,7 +73,6 @@ class PCamDataset(ManifestDataset):
         super().__init__(
             manifest,
             root=root,
-            path_columns=("path",),
             classes=("normal", "tumor"),
             transform=transform,
             name="pcam",
@@ -151,7 +141,7 @@ def pcam(
     Labels (read at build, N bytes): 1 = tumor tissue in the central 32×32 px. Patches are read
     lazily. ``split``: ``train``, ``valid`` (or ``val``), ``test``."""
     name = "pcam"
-    r = _root(root, name)
+    r = dataset_root(root, name)
     split = {"val": "valid", "validation": "valid"}.get(split, split)
     if split not in ("train", "valid", "test"):
         raise ValueError(f"{name}: split must be 'train', 'valid' or 'test', got {split!r}")
@@ -203,7 +193,7 @@ def pcam(
 # -- folders of tiles and MHIST --------------------------------------------------------------------
 
 
-class PathologyImageDataset(ManifestDataset):
+class PathologyImageDataset(PathManifestDataset):
     """Pathology images listed in a manifest (``path``, int ``label``), read with PIL/tifffile."""
 
     task = "classification"
@@ -218,14 +208,7 @@ class PathologyImageDataset(ManifestDataset):
         transform: Callable | None = None,
         meta_columns: Sequence[str] = (),
     ) -> None:
-        super().__init__(
-            manifest,
-            root=root,
-            path_columns=("path",),
-            classes=classes,
-            transform=transform,
-            name=name,
-        )
+        super().__init__(manifest, root=root, classes=classes, transform=transform, name=name)
         self.meta_columns = tuple(meta_columns)
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,7 +245,7 @@ def image_folder(
     folder exists, else ``root``. ``classes`` defaults to the sorted sub-folder names; a folder
     not in a given ``classes`` list raises. Ids are ``<class>/<file stem>``."""
     name = "image_folder"
-    r = _root(root, name)
+    r = dataset_root(root, name)
     if split_dirs is not None:
         if split not in split_dirs:
             raise ValueError(f"{name}: split {split!r} not in split_dirs {dict(split_dirs)}")
@@ -314,7 +297,7 @@ def mhist(
 
     Classes ``["HP", "SSA"]``; ``meta['n_ssa_votes']`` keeps the annotator agreement."""
     name = "mhist"
-    r = _root(root, name)
+    r = dataset_root(root, name)
     if split not in ("train", "test", "all"):
         raise ValueError(f"{name}: split must be 'train', 'test' or 'all', got {split!r}")
     csv = r / "annotations.csv"

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets._common import PathManifestDataset
 from medimg_bench.registry import register_dataset
 
 __all__ = [
@@ -142,7 +142,7 @@ def open_slide(path: str | Path, backend: str = "auto") -> _Slide:
         ) from exc
 
 
-class WSITileDataset(ManifestDataset):
+class WSITileDataset(PathManifestDataset):
     """Tiles of whole-slide images; ``image`` is ``3×tile×tile`` float32 in [0, 1] at the target
     microns per pixel; ``label`` the slide label (int) when labels were given."""
 
@@ -160,7 +160,6 @@ class WSITileDataset(ManifestDataset):
         super().__init__(
             manifest,
             root=root,
-            path_columns=("path",),
             classes=classes,
             transform=transform,
             name="wsi_tiles",

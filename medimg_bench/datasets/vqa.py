@@ -164,6 +164,35 @@ def _type_from_original(value: Any) -> str | None:
     return {"CLOSED": "closed", "OPEN": "open"}.get(t.upper()) if t else None
 
 
+def _closed_open_item(
+    item: Mapping[str, Any],
+    n: int,
+    *,
+    image_key: str,
+    expected_types: str,
+    path: Path,
+    errors: _RowErrors,
+) -> tuple[str, dict[str, Any]] | None:
+    """Image name and the question fields of one VQA-RAD/SLAKE JSON item with a CLOSED/OPEN
+    ``answer_type``; ``None`` (after reporting to ``errors``) when the item is unusable."""
+    label = f"{n} (qid {item.get('qid')})"
+    image, question = _text(item.get(image_key)), _text(item.get("question"))
+    answer, atype = _text(item.get("answer")), _type_from_original(item.get("answer_type"))
+    if not image or not question or answer is None:
+        errors(path, label, f"missing {image_key}, question or answer")
+        return None
+    if atype is None:
+        errors(path, label, f"answer_type {item.get('answer_type')!r} is not {expected_types}")
+        return None
+    return image, {
+        "question": question,
+        "options": None,
+        "answer": answer,
+        "answer_type": atype,
+        "answer_type_original": str(item.get("answer_type")).strip(),
+    }
+
+
 def _finish(
     records: list[dict[str, Any]], errors: _RowErrors, name: str, where: str | Path
 ) -> pd.DataFrame:
@@ -203,25 +232,18 @@ def vqa_rad(
         is_test = phrase.startswith("test")
         if (split == "test" and not is_test) or (split == "train" and is_test):
             continue
-        label = f"{n} (qid {item.get('qid')})"
-        image, question = _text(item.get("image_name")), _text(item.get("question"))
-        answer, atype = _text(item.get("answer")), _type_from_original(item.get("answer_type"))
-        if not image or not question or answer is None:
-            errors(path, label, "missing image_name, question or answer")
+        parsed = _closed_open_item(
+            item, n, image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
+        )
+        if parsed is None:
             continue
-        if atype is None:
-            errors(path, label, f"answer_type {item.get('answer_type')!r} is not CLOSED/OPEN")
-            continue
+        image, fields = parsed
         records.append(
             {
                 "id": str(item.get("qid", n)),
                 "image_path": f"{image_dir}/{image}",
                 "patient_id": image,
-                "question": question,
-                "options": None,
-                "answer": answer,
-                "answer_type": atype,
-                "answer_type_original": str(item.get("answer_type")).strip(),
+                **fields,
                 "phrase_type": phrase,
                 "question_type": _text(item.get("question_type")),
                 "organ": _text(item.get("image_organ")),
@@ -264,25 +286,18 @@ def slake(
     for n, item in enumerate(_load_json(path)):
         if language is not None and item.get("q_lang") != language:
             continue
-        label = f"{n} (qid {item.get('qid')})"
-        image, question = _text(item.get("img_name")), _text(item.get("question"))
-        answer, atype = _text(item.get("answer")), _type_from_original(item.get("answer_type"))
-        if not image or not question or answer is None:
-            errors(path, label, "missing img_name, question or answer")
+        parsed = _closed_open_item(
+            item, n, image_key="img_name", expected_types="OPEN/CLOSED", path=path, errors=errors
+        )
+        if parsed is None:
             continue
-        if atype is None:
-            errors(path, label, f"answer_type {item.get('answer_type')!r} is not OPEN/CLOSED")
-            continue
+        image, fields = parsed
         records.append(
             {
                 "id": str(item.get("qid", n)),
                 "image_path": f"imgs/{image}",
                 "patient_id": image.split("/")[0],
-                "question": question,
-                "options": None,
-                "answer": answer,
-                "answer_type": atype,
-                "answer_type_original": str(item.get("answer_type")).strip(),
+                **fields,
                 "modality": _text(item.get("modality")),
                 "location": _text(item.get("location")),
                 "content_type": _text(item.get("content_type")),

@@ -4,7 +4,6 @@ patient, and counts of empty/missed structures for segmentation."""
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,13 +95,11 @@ def _per_sample_summary(
     if v.numel() == 0:
         return res
 
-    def stat(x: torch.Tensor) -> torch.Tensor:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            per_class = x.nanmean(0)
-            return torch.cat([per_class, per_class.nanmean()[None]])
-
-    ci = bootstrap_ci(stat, v, None, n_resamples=n_resamples, confidence=confidence, groups=_groups(ids, patients), seed=seed)
+    # "mean" keeps bootstrap_ci on its vectorised path (resample weights × values)
+    ci = bootstrap_ci(
+        "mean", v, None, n_resamples=n_resamples, confidence=confidence,
+        groups=_groups(ids, patients), seed=seed, append_mean=True,
+    )
     for j, cname in enumerate(names):
         col = v[:, j]
         valid = col[~col.isnan()]
@@ -127,15 +124,10 @@ def _dataset_summary(
         return res
     preds, targets = metric.state_arrays()
 
-    def stat(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        per_class = torch.as_tensor(metric.functional(p, t)).double().reshape(-1).cpu()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return torch.cat([per_class, per_class.nanmean()[None]])
-
+    # the bound ``functional`` lets bootstrap_ci use a metric's weighted fast path (AUROC, AUPRC)
     ci = bootstrap_ci(
-        stat, preds, targets, n_resamples=n_resamples, confidence=confidence,
-        groups=_groups(list(metric.ids), patients), seed=seed,
+        metric.functional, preds, targets, n_resamples=n_resamples, confidence=confidence,
+        groups=_groups(list(metric.ids), patients), seed=seed, append_mean=True,
     )
     est = np.atleast_1d(ci.estimate)
     names = _class_names(metric, len(est) - 1)

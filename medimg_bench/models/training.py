@@ -13,7 +13,7 @@ import torch
 from medimg_bench.models.base import ModelAdapter
 from medimg_bench.sample import collate
 
-__all__ = ["TrainResult", "fit"]
+__all__ = ["TrainResult", "fit", "recalibrate_batchnorm"]
 
 
 @dataclass
@@ -45,10 +45,15 @@ def fit(
     seed: int = 0,
     cache: bool = True,
     progress: bool = True,
+    bn_recalibration_batches: int = 16,
 ) -> TrainResult:
     """Train ``model`` with AdamW until ``max_steps`` or ``max_seconds`` (wall clock) is reached.
 
     ``cache=True`` keeps loaded samples in memory after the first epoch (small datasets only).
+    After training, batch-norm running statistics are recomputed over up to
+    ``bn_recalibration_batches`` training batches (0 disables): after a short run at a high
+    learning rate the exponential running averages lag the final weights, and evaluation-mode
+    outputs are badly calibrated without this.
     Returns a :class:`TrainResult`; the model is left in eval mode.
     """
     if len(dataset) == 0:
@@ -93,8 +98,33 @@ def fit(
     finally:
         if bar is not None:
             bar.close()
-        model.eval()
+    if bn_recalibration_batches:
+        recalibrate_batchnorm(model, loader, max_batches=bn_recalibration_batches)
+    model.eval()
     return TrainResult(steps=steps, epochs=epochs, seconds=time.perf_counter() - start, losses=losses)
+
+
+def recalibrate_batchnorm(model: ModelAdapter, loader: Any, *, max_batches: int = 16) -> int:
+    """Recompute batch-norm running mean/var as the plain average over ``max_batches`` batches
+    with the final weights. Returns the number of batches used (0 if the model has no BN)."""
+    bns = [m for m in model.module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return 0
+    momenta = [bn.momentum for bn in bns]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative moving average
+    model.train()
+    used = 0
+    with torch.no_grad():
+        for batch in loader:
+            model.forward_batch(batch)
+            used += 1
+            if used >= max_batches:
+                break
+    for bn, m in zip(bns, momenta):
+        bn.momentum = m
+    return used
 
 
 def _set_lr(

@@ -254,39 +254,21 @@ def test_wsi_tiles(tmp_path: Path) -> None:
         and len(bags["slides/tumor_001"]) == 4
     )
     assert ds.slide_labels().to_dict() == {"slides/tumor_001": 1, "slides/normal_001": 0}
+
+    def tumor_tiles(**options):
+        shared = {"pattern": "tumor_*", "tile_size": 64, "thumbnail_size": 96}
+        return create("wsi_tiles", tmp_path / "slides", **shared, **options)
+
     # 0.5 µm/px needs downsample 2: level 1 read, 64-px tiles → 16 tiles of tissue per slide
-    fine = create(
-        "wsi_tiles",
-        tmp_path / "slides",
-        pattern="tumor_*",
-        mpp=0.5,
-        tile_size=64,
-        thumbnail_size=96,
-    )
+    fine = tumor_tiles(mpp=0.5)
     assert set(fine.manifest["level"]) == {1} and len(fine) == 4 and "label" not in fine[0]
     # mpp between levels: read finer level 1 (128 px region) and resize to 64
-    mid = create(
-        "wsi_tiles",
-        tmp_path / "slides",
-        pattern="tumor_*",
-        mpp=0.75,
-        tile_size=64,
-        thumbnail_size=96,
-    )
+    mid = tumor_tiles(mpp=0.75)
     # 192-px level-0 grid: only tiles (192,192) and (384,192) are ≥ 50 % tissue (2/3 each)
     assert sorted(zip(mid.manifest["x"], mid.manifest["y"])) == [(192, 192), (384, 192)]
     assert set(mid.manifest["level"]) == {1} and set(mid.manifest["read_size"]) == {96}
     assert mid[0]["image"].shape == (3, 64, 64)
-    capped = create(
-        "wsi_tiles",
-        tmp_path / "slides",
-        pattern="tumor_*",
-        mpp=0.5,
-        tile_size=64,
-        thumbnail_size=96,
-        max_tiles_per_slide=2,
-        seed=1,
-    )
+    capped = tumor_tiles(mpp=0.5, max_tiles_per_slide=2, seed=1)
     assert len(capped) == 2
     pd.DataFrame({"slide": ["missing_009"], "label": ["tumor"]}).to_csv(
         tmp_path / "bad.csv", index=False

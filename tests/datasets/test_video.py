@@ -17,6 +17,7 @@ from PIL import Image
 from medimg_bench.datasets import video as _module
 from medimg_bench.datasets.video import CHOLEC80_PHASES, read_video_frames, video_info
 from medimg_bench.sample import SampleError, collate, validate_sample
+from tests.datasets._helpers import family_tests
 
 av = pytest.importorskip("av")
 H, W = 24, 32
@@ -24,29 +25,7 @@ H, W = 24, 32
 _NAMES = ["cholec80", "pitvis", "video_frames"]
 
 
-def create(name: str, root, **options):
-    """Build through the module's factory (the registry path is tested in test_registered)."""
-    return getattr(_module, name)(root=root, **options)
-
-
-def test_registered():
-    from medimg_bench.registry import DATASETS
-
-    for name in _NAMES:
-        assert DATASETS.entry(name).factory is getattr(_module, name)
-
-
-def test_configs_match_factories():
-    import inspect
-
-    import yaml
-
-    configs = Path(__file__).resolve().parents[2] / "configs" / "dataset"
-    for name in _NAMES:
-        cfg = yaml.safe_load((configs / f"{name}.yaml").read_text())
-        assert cfg["name"] == name and cfg["root"] == "???"
-        params = inspect.signature(getattr(_module, name)).parameters
-        assert set(cfg["options"] or {}) <= set(params), name
+create, test_registered, test_configs_match_factories = family_tests(_module, _NAMES)
 
 
 

@@ -19,3 +19,22 @@ def test_short_training_learns_synthetic_cxr(synthetic_root):
     assert result.steps == 100 and result.losses[-1] < result.losses[0]
     auc_after = after.summary["metrics"]["auroc"]["mean"]["value"]
     assert auc_after > 0.7, (before.summary["metrics"]["auroc"], after.summary["metrics"]["auroc"])
+
+
+def test_recalibrate_batchnorm_averages_batch_statistics():
+    from medimg_bench.models.base import ModelAdapter
+    from medimg_bench.models.training import recalibrate_batchnorm
+
+    class Adapter(ModelAdapter):
+        def forward_batch(self, batch):
+            return self.module(batch["image"])
+
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3)
+    bn.running_mean.fill_(100.0)  # stale statistics
+    batches = [{"image": torch.randn(8, 3) * (i + 1) + i} for i in range(4)]
+    used = recalibrate_batchnorm(Adapter(bn), batches, max_batches=3)
+    assert used == 3
+    expected = torch.stack([b["image"].mean(0) for b in batches[:3]]).mean(0)
+    assert torch.allclose(bn.running_mean, expected, atol=1e-6)
+    assert bn.momentum == 0.1  # restored
