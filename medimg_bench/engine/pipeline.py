@@ -131,6 +131,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         fail_fast=bool(c.get("fail_fast")), progress=bool(c.get("progress", True)),
         n_resamples=int(c["bootstrap"]["n_resamples"]), confidence=float(c["bootstrap"]["confidence"]),
         seed=int(c["seed"]), name=f"{c['task']['name']}/{dcfg['name']}",
+        subgroups=list(c.get("subgroups") or []),
     )
     if train_info:
         results.manifest["training"] = train_info

@@ -104,6 +104,7 @@ def evaluate(
     confidence: float = 0.95,
     seed: int = 0,
     name: str | None = None,
+    subgroups: Sequence[str] = (),
 ) -> Results:
     """Run ``model`` over ``dataset`` once and score it.
 
@@ -114,6 +115,8 @@ def evaluate(
         metrics: ``{name: options}`` for registered metrics, or ready ``Metric`` objects.
         amp: autocast to bfloat16 (CPU) / float16 (CUDA) during inference.
         fail_fast: re-raise the first failing sample instead of recording it and going on.
+        subgroups: manifest columns (``sex``, ``site``, ``age`` binned…) to break every metric
+            down by, with gaps and the equity-scaled score (``summary["subgroups"]``).
         n_resamples, confidence, seed: bootstrap settings for the summary's intervals
             (clustered by ``patient_id``).
 
@@ -186,6 +189,15 @@ def evaluate(
     summary = summarize(
         metric_objs, samples, patients=patients, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
+    if subgroups:
+        from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
+
+        manifest_df = getattr(dataset, "manifest", None)
+        if manifest_df is None:
+            raise ValueError("subgroups need a dataset with a manifest (a ManifestDataset)")
+        summary["subgroups"] = {
+            attr: subgroup_summary(metric_objs, subgroup_labels(manifest_df, attr)) for attr in subgroups
+        }
     end = datetime.now(timezone.utc)
     manifest = {
         "name": label,

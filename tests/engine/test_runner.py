@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -113,3 +114,23 @@ def test_summary_bootstrap_resamples_patients(cxr, monkeypatch):
     assert len(set(seen[0])) < len(seen[0])  # two images per patient in the phantoms
     ci = res.summary["metrics"]["auroc"]["mean"]
     assert ci["ci_low"] < ci["value"] < ci["ci_high"]
+
+
+def test_subgroup_breakdown_matches_per_group_recomputation(cxr):
+    res = evaluate(ThresholdModel(), cxr, task="classification", metrics={"auroc": {}}, progress=False,
+                   n_resamples=10, subgroups=["sex", "age"])
+    by_sex = res.summary["subgroups"]["sex"]["auroc"]
+    s = res.samples
+    sex = dict(zip(cxr.manifest["id"], cxr.manifest["sex"]))
+    for group, entry in by_sex["per_group"].items():
+        part = s[s["id"].map(sex) == group]
+        per_class = [roc_auc_score(g["label"], g["score"]) for _, g in part.groupby("class") if g["label"].nunique() == 2]
+        assert entry["value"] == pytest.approx(np.mean(per_class), abs=1e-6)  # summary rounds to 6 digits
+        assert entry["n"] == part["id"].nunique()
+    values = [e["value"] for e in by_sex["per_group"].values()]
+    assert by_sex["gap"] == pytest.approx(max(values) - min(values), abs=1e-6)
+    overall = by_sex["overall"]
+    assert by_sex["equity_scaled"] == pytest.approx(overall / (1 + sum(abs(v - overall) for v in values)), abs=1e-6)
+    assert set(res.summary["subgroups"]["age"]["auroc"]["per_group"]) <= {"0-40", "40-60", "60-80", "80+"}
+    with pytest.raises(ValueError, match="not a manifest column"):
+        evaluate(ThresholdModel(), cxr, task="classification", progress=False, n_resamples=5, subgroups=["race"])
