@@ -105,3 +105,16 @@ def test_corrupt_dicom_and_shape_mismatch(tmp_path):
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(root / ds.manifest["mask"][0])
     with pytest.raises(SampleError, match="shape mismatch"):
         ds[0]
+
+
+def test_create_on_error_skip_drops_rows_with_missing_files(tmp_path, caplog):
+    root = tmp_path / "skip"
+    ds = create("synthetic_cxr", root, split="all", n=6, size=16)
+    (root / ds.manifest["image"][2]).unlink()
+    with caplog.at_level("WARNING"):
+        kept = create("synthetic_cxr", root, split="all", n=6, size=16, on_error="skip")
+    assert len(kept) == 5 and ds.sample_id(2) not in kept.ids
+    assert "skipped 1 of 6 samples" in caplog.text and ds.manifest["image"][2] in caplog.text
+    assert len(create("synthetic_cxr", root, split="all", n=6, size=16)) == 6  # default keeps the row
+    with pytest.raises(ValueError, match="on_error"):
+        create("synthetic_cxr", root, split="all", n=6, size=16, on_error="ignore")
