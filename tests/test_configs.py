@@ -50,4 +50,5 @@ def test_benchmark_entries_compose():
 
 
 def test_config_dir_is_the_repo_tree():
-    assert CONFIGS == Path(__file__).resolve().parents[1] / "configs"
+    repo = Path(__file__).resolve().parents[1]
+    assert CONFIGS.resolve() == (repo / "configs").resolve() == (repo / "medimg_bench" / "configs").resolve()

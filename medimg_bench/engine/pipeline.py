@@ -15,13 +15,14 @@ __all__ = ["config_dir", "compose_config", "run", "run_config", "build_dataset"]
 
 
 def config_dir() -> Path:
-    """The Hydra config tree: ``$MEDIMG_BENCH_CONFIG_DIR``, else ``configs/`` beside the package."""
+    """The Hydra config tree: ``$MEDIMG_BENCH_CONFIG_DIR``, else the tree shipped inside the
+    package (``medimg_bench/configs``, linked as ``configs/`` at the repository root)."""
     import os
 
     env = os.environ.get("MEDIMG_BENCH_CONFIG_DIR")
     candidates = [Path(env)] if env else []
     here = Path(__file__).resolve().parents[1]
-    candidates += [here.parent / "configs", here / "_configs"]
+    candidates += [here / "configs"]
     for c in candidates:
         if (c / "config.yaml").exists():
             return c
