@@ -26,7 +26,10 @@ def _hydra_run(argv: Sequence[str]) -> int:
         hc = HydraConfig.get()
         run_dir = hc.runtime.output_dir
         run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
-        print(f"run directory: {run_dir}", flush=True)
+        from medimg_bench.engine.distributed import is_main_process
+
+        if is_main_process():
+            print(f"run directory: {run_dir}", flush=True)
 
     saved = sys.argv
     sys.argv = ["medimg-bench", *argv]

@@ -99,10 +99,17 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     c = _plain(cfg)
     if c.get("benchmark"):
         return _run_benchmark(c, run_dir, parent_overrides)
+    from medimg_bench.engine.distributed import maybe_init_distributed
     from medimg_bench.engine.report import print_summary
     from medimg_bench.engine.runner import evaluate
     from medimg_bench.registry import create_task
 
+    rank, world_size = maybe_init_distributed()
+    device = c.get("device")
+    if world_size > 1 and device in (None, "auto"):
+        import torch
+
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
     _seed_everything(int(c["seed"]))
     task = create_task(c["task"]["name"], **(c["task"].get("options") or {}))
     dcfg = c["dataset"]
@@ -117,18 +124,18 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         if not dcfg.get("train_split"):
             raise ValueError(f"train.enabled=true but dataset {dcfg['name']!r} has no train_split")
         train_set = build_dataset(dcfg, dcfg["train_split"])
-        model.to(resolve_device(c.get("device")))
+        model.to(resolve_device(device))
         tr = fit(
             model, train_set, loss_fn=task.loss, max_steps=int(tcfg["max_steps"]),
             max_seconds=tcfg.get("max_seconds"), lr=float(tcfg["lr"]),
             weight_decay=float(tcfg.get("weight_decay", 0.0)), batch_size=int(tcfg["batch_size"]),
-            seed=int(c["seed"]), progress=bool(c.get("progress", True)),
+            seed=int(c["seed"]), progress=bool(c.get("progress", True)) and rank == 0,
         )
         train_info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
                       "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
     results = evaluate(
         model, dataset, task=task, metrics=c.get("metrics"), batch_size=int(c["batch_size"]),
-        num_workers=int(c.get("num_workers", 0)), device=c.get("device"), amp=bool(c.get("amp")),
+        num_workers=int(c.get("num_workers", 0)), device=device, amp=bool(c.get("amp")),
         fail_fast=bool(c.get("fail_fast")), progress=bool(c.get("progress", True)),
         n_resamples=int(c["bootstrap"]["n_resamples"]), confidence=float(c["bootstrap"]["confidence"]),
         seed=int(c["seed"]), name=f"{c['task']['name']}/{dcfg['name']}",
@@ -136,8 +143,12 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     )
     if train_info:
         results.manifest["training"] = train_info
-    results.save(run_dir, config=c)
-    print_summary(results)
+    from medimg_bench.engine.distributed import is_main_process, world
+
+    results.manifest["world_size"] = world()[1]
+    if is_main_process():  # under torchrun every rank holds the gathered results; one writes
+        results.save(run_dir, config=c)
+        print_summary(results)
     return results
 
 

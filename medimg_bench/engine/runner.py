@@ -133,9 +133,13 @@ def evaluate(
     model.eval()
     start = datetime.now(timezone.utc)
     t0 = time.perf_counter()
+    from medimg_bench.engine.distributed import ShardSampler, gather_lists, world
+
+    rank, world_size = world()
     loader = torch.utils.data.DataLoader(
         _SafeDataset(dataset, fail_fast),
         batch_size=batch_size,
+        sampler=ShardSampler(len(dataset)) if world_size > 1 else None,
         shuffle=False,
         num_workers=num_workers,
         collate_fn=_split_collate,
@@ -161,8 +165,8 @@ def evaluate(
         records.extend(rows)
 
     label = name or getattr(dataset, "name", "eval")
-    with _progress(progress, len(dataset), label) as bar:
-        bar_task = bar.add_task(label, total=len(dataset)) if bar is not None else None
+    with _progress(progress and rank == 0, len(loader.sampler), label) as bar:
+        bar_task = bar.add_task(label, total=len(loader.sampler)) if bar is not None else None
         for batch, failed in loader:
             failures.extend(failed)
             if batch is not None:
@@ -184,6 +188,14 @@ def evaluate(
 
     for metric in metric_objs.values():
         metric.sync()
+    records = gather_lists(records)
+    failures = gather_lists(failures)
+    order = _dataset_order(dataset)
+    if world_size > 1:  # back to dataset order: results equal a single-process run exactly
+        records.sort(key=lambda r: order.get(r["id"], len(order)))
+        failures.sort(key=lambda r: order.get(r["id"], len(order)))
+        for metric in metric_objs.values():
+            _reorder_states(metric, order)
     patients = _patients(dataset)
     samples = build_samples_table(records, metric_objs, failures, patients)
     summary = summarize(
@@ -226,6 +238,37 @@ def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     return {"id": sample_id, "stage": "predict", "error": f"{type(exc).__name__}: {exc}{where}"}
+
+
+def _dataset_order(dataset: Any) -> dict[str, int]:
+    sample_id = getattr(dataset, "sample_id", None)
+    if not callable(sample_id):
+        return {}
+    return {sample_id(i): i for i in range(len(dataset))}
+
+
+def _reorder_states(metric: Metric, order: dict[str, int]) -> None:
+    """Sort a metric's per-sample ``cat`` states into dataset order (after a distributed sync)."""
+    ids = list(metric.ids)
+    perm = sorted(range(len(ids)), key=lambda i: order.get(ids[i], len(order)))
+    if perm == list(range(len(ids))):
+        return
+    index = torch.as_tensor(perm, dtype=torch.long)
+    for name, reduction in metric._reductions.items():
+        value = getattr(metric, name)
+        if reduction != "cat" or not value:
+            continue
+        if name == "ids" or (len(value) == len(ids) and not isinstance(value[0], torch.Tensor)):
+            setattr(metric, name, [value[i] for i in perm])
+            continue
+        try:
+            flat = torch.cat([v if v.ndim else v[None] for v in value])
+        except RuntimeError:  # per-sample tensors of different shapes
+            flat = None
+        if flat is not None and flat.shape[0] == len(ids):
+            setattr(metric, name, [flat[index.to(flat.device)]])
+        elif len(value) == len(ids):
+            setattr(metric, name, [value[i] for i in perm])
 
 
 def _patients(dataset: Any) -> dict[str, str]:
