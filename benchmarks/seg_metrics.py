@@ -1,8 +1,12 @@
 """Time {Dice, HD95, ASSD, NSD@2mm} per case: medimg_bench vs MONAI, medpy and DeepMind.
 
-Run: ``python benchmarks/seg_metrics.py [--cases N] [--size 256 256 128]``. Prints a table of
-seconds per case and the speed-up, and checks that the numbers agree (``convention="monai"``
-against MONAI, ``"medpy"`` against medpy, ``"deepmind"`` against surface-distance).
+Run: ``python benchmarks/seg_metrics.py [--cases N] [--size 256 256 128] [--backend torch]
+[--device cuda]``. Prints a table of seconds per case and the speed-up, and checks that the
+numbers agree (``convention="monai"`` against MONAI, ``"medpy"`` against medpy, ``"deepmind"``
+against surface-distance). ``--backend`` picks our surface-distance backend (``kdtree``,
+``torch``, ``auto``); with a backend other than ``kdtree`` our KD-tree backend is timed as one
+more peer (``kdtree``, default convention). ``--device cuda`` moves our inputs to the GPU
+first (the transfer is not timed).
 Inputs: (a) the real 41-organ TotalSegmentator mask vs a shifted copy (``../shared/data``),
 (b) a batch of synthetic two-class volumes (an ellipsoid vs a perturbed one).
 """
@@ -29,10 +33,11 @@ def _timed(fn):
     return out, time.perf_counter() - t0
 
 
-def ours(pred, target, k, spacing, convention):
+def ours(pred, target, k, spacing, convention, backend="kdtree"):
     r = segmentation_scores(pred, target, num_classes=k, spacing=spacing, tolerance=TOL,
-                            convention=convention, metrics=METRICS)
-    return {m: v[0].numpy() for m, v in r.items()}
+                            convention=convention, metrics=METRICS, spatial_dims=pred.ndim,
+                            backend=backend)
+    return {m: v[0].cpu().numpy() for m, v in r.items()}
 
 
 def monai(pred, target, k, spacing):
@@ -119,12 +124,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", type=int, default=8)
     ap.add_argument("--size", type=int, nargs=3, default=[256, 256, 128])
-    ap.add_argument("--skip", nargs="*", default=[], help="peers to skip: monai medpy deepmind")
+    ap.add_argument("--skip", nargs="*", default=[],
+                    help="peers to skip: monai medpy deepmind kdtree")
+    ap.add_argument("--backend", choices=["auto", "kdtree", "torch"], default="auto",
+                    help="our surface-distance backend (default auto: kdtree on CPU)")
+    ap.add_argument("--device", default="cpu", help="device of our inputs, e.g. cuda")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     np.Inf, np.NaN = np.inf, np.nan  # surface-distance 0.1 under NumPy 2
     peers = {"monai": (monai, "monai", 1e-5), "medpy": (medpy, "medpy", 1e-9),
              "deepmind": (deepmind, "deepmind", 1e-9)}
+    if args.backend != "kdtree":
+        peers["kdtree"] = (lambda p, t, k, sp: ours(p, t, k, sp, "default"), "default", 1e-9)
+    dev = torch.device(args.device)
     print(f"{'input':44s} {'peer':9s} {'peer s/case':>11s} {'ours s/case':>11s} {'speed-up':>8s}")
     for label, batch, k, sp in cases(args):
         for name, (fn, conv, rtol) in peers.items():
@@ -134,12 +146,14 @@ def main() -> None:
             for p, t in batch:
                 ref, dt = _timed(lambda: fn(p, t, k, sp))  # noqa: B023
                 t_peer += dt
-                mine, dt = _timed(lambda: ours(p, t, k, sp, conv))  # noqa: B023
+                pd, td = torch.as_tensor(p).to(dev), torch.as_tensor(t).to(dev)
+                mine, dt = _timed(lambda: ours(pd, td, k, sp, conv, args.backend))  # noqa: B023
                 t_ours += dt
                 _agree(mine, ref, f"{label} / {name}", rtol)
             n = len(batch)
             print(f"{label:44s} {name:9s} {t_peer / n:11.3f} {t_ours / n:11.3f} {t_peer / t_ours:7.1f}x")
-    print("numbers agree (MONAI rtol 1e-5, medpy and DeepMind rtol 1e-9)")
+    print(f"backend {args.backend} on {dev}; numbers agree (MONAI rtol 1e-5, medpy, DeepMind "
+          "and our KD-tree backend rtol 1e-9)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 :func:`compute_scores` validates a batch, counts overlaps per class on the input's device
 (``torch.bincount``) and, when a distance metric is asked for, extracts each class's surfaces
-once on the CPU and derives every distance metric from the same distances.
+once and derives every distance metric from the same distances: on the CPU with a KD-tree
+(``backend="kdtree"``) or with torch on the input's device (``backend="torch"``, chunked
+brute force); ``"auto"`` picks torch for non-CPU tensors.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics._surface import class_surface_distances, distance_metric_value
+from medimg_bench.metrics._surface_torch import (
+    class_surface_distances_torch,
+    label_boxes_torch,
+    onehot_boxes_torch,
+)
 from medimg_bench.metrics.seg_conventions import (
     EMPTY_DISTANCE,
     SEG_METRIC_NAMES,
@@ -22,11 +29,21 @@ from medimg_bench.metrics.seg_conventions import (
     get_convention,
 )
 
-__all__ = ["compute_scores", "STATUS_OK", "STATUS_ABSENT", "STATUS_PRED_EMPTY", "STATUS_TARGET_EMPTY"]
+__all__ = ["compute_scores", "resolve_backend", "BACKENDS", "STATUS_OK", "STATUS_ABSENT", "STATUS_PRED_EMPTY", "STATUS_TARGET_EMPTY"]
 
 STATUS_OK, STATUS_ABSENT, STATUS_PRED_EMPTY, STATUS_TARGET_EMPTY = 0, 1, 2, 3
 _OVERLAP = ("dice", "iou", "precision", "recall", "volume_difference")
 _DIST = ("hausdorff", "hd95", "assd", "masd", "nsd")
+BACKENDS = ("auto", "kdtree", "torch")
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """``"kdtree"`` or ``"torch"``: ``"auto"`` is torch for non-CPU (CUDA) tensors, else kdtree."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {list(BACKENDS)}")
+    if backend == "auto":
+        return "kdtree" if device.type == "cpu" else "torch"
+    return backend
 
 
 def _as_tensor(x: Any, name: str) -> torch.Tensor:
@@ -194,10 +211,12 @@ def compute_scores(
     directed: bool = False,
     empty_distance: float | None = None,
     relative: bool = True,
+    backend: str = "auto",
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Every metric in ``metrics`` as a ``(B, C)`` float64 tensor on the input's device.
 
-    Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"),
+    ``backend`` computes surfaces and distances with a CPU KD-tree (``"kdtree"``), with torch
+    on the input's device (``"torch"``), or picks torch for CUDA tensors (``"auto"``). Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"),
     2 prediction empty, 3 target empty (2 and 3 are "missed").
     """
     conv = get_convention(convention)
@@ -218,6 +237,7 @@ def compute_scores(
     if len(preds) != len(targets):
         raise ValueError(f"prediction has {len(preds)} cases, target has {len(targets)}")
     device = preds[0].device if preds else torch.device("cpu")
+    use_torch = resolve_backend(backend, device) == "torch"
     if one_hot:
         k = preds[0].shape[0] if preds else (num_classes or 0)
         if num_classes is not None and k != num_classes:
@@ -249,7 +269,11 @@ def compute_scores(
         fill = empty_distance if empty_distance is not None else conv.default_empty_distance
         fill = diag if fill is None else float(fill)
         voxel = float(np.prod(sp))
-        if want_dist:
+        if want_dist and use_torch:
+            pn, tn = p, t
+            boxer = onehot_boxes_torch if one_hot else label_boxes_torch
+            boxes_p, boxes_t = boxer(p, classes), boxer(t, classes)
+        elif want_dist:
             pn, tn = p.cpu().numpy(), t.cpu().numpy()
             if not one_hot:
                 boxes_p, boxes_t = _label_boxes(pn, classes), _label_boxes(tn, classes)
@@ -271,13 +295,21 @@ def compute_scores(
                     out[m][b, j] = fill if v == EMPTY_DISTANCE else float(v)
             if not want_dist or pe or te:
                 continue
-            if one_hot:
-                box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
-                pm, tm = pn[cls][box], tn[cls][box]
-            else:
+            if use_torch:
                 box = _union(boxes_p[cls], boxes_t[cls])
-                pm, tm = pn[box] == cls, tn[box] == cls
-            sd = class_surface_distances(pm, tm, sp, conv.surface)
+                if one_hot:
+                    pm, tm = pn[cls][box], tn[cls][box]
+                else:
+                    pm, tm = pn[box] == cls, tn[box] == cls
+                sd = class_surface_distances_torch(pm, tm, sp, conv.surface)
+            else:
+                if one_hot:
+                    box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
+                    pm, tm = pn[cls][box], tn[cls][box]
+                else:
+                    box = _union(boxes_p[cls], boxes_t[cls])
+                    pm, tm = pn[box] == cls, tn[box] == cls
+                sd = class_surface_distances(pm, tm, sp, conv.surface)
             for m in want_dist:
                 out[m][b, j] = distance_metric_value(
                     sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed

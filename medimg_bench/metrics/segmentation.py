@@ -23,6 +23,7 @@ from medimg_bench.metrics._seg_core import (
     STATUS_PRED_EMPTY,
     STATUS_TARGET_EMPTY,
     compute_scores,
+    resolve_backend,
 )
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.seg_conventions import SEG_METRIC_NAMES, SegConvention
@@ -72,6 +73,7 @@ def segmentation_scores(
     directed: bool = False,
     empty_distance: float | None = None,
     relative: bool = True,
+    backend: str = "auto",
 ) -> dict[str, torch.Tensor]:
     """Several metrics at once: ``{name: (B, C) float64 tensor}`` on the input's device.
 
@@ -81,13 +83,16 @@ def segmentation_scores(
     (fraction of surface within ``tolerance`` mm). ``spatial_dims`` (2 or 3) resolves a 3-D
     tensor between a batch of 2D images (the default) and one volume; a flat ``spacing``
     resolves it too. ``empty_distance`` (mm) replaces the convention's value for a one-sided
-    miss (default: the image diagonal in mm).
+    miss (default: the image diagonal in mm). ``backend``: ``"kdtree"`` (surfaces and
+    nearest-neighbour search on the CPU), ``"torch"`` (torch ops on the input's device,
+    chunked exact brute force) or ``"auto"`` (torch for CUDA tensors, kdtree for CPU ones).
     """
     scores, _ = compute_scores(
         pred, target, metrics=metrics, num_classes=num_classes,
         include_background=include_background, spacing=spacing, one_hot=one_hot,
         spatial_dims=spatial_dims, convention=convention, percentile=percentile,
         tolerance=tolerance, directed=directed, empty_distance=empty_distance, relative=relative,
+        backend=backend,
     )
     return scores
 
@@ -97,43 +102,48 @@ def _one(metric: str, pred: Any, target: Any, **kw: Any) -> torch.Tensor:
 
 
 def dice(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-         one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default") -> torch.Tensor:
+         one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Dice ``2|P∩T| / (|P| + |T|)`` per case and class, ``(B, C)``."""
     return _one("dice", pred, target, num_classes=num_classes, include_background=include_background,
-                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention)
+                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
 
 
 def iou(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-        one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default") -> torch.Tensor:
+        one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Intersection over union (Jaccard) ``|P∩T| / |P∪T|`` per case and class, ``(B, C)``."""
     return _one("iou", pred, target, num_classes=num_classes, include_background=include_background,
-                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention)
+                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
 
 
 def precision(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
               one_hot: bool = False, spatial_dims: int | None = None,
-              convention: Convention = "default") -> torch.Tensor:
+              convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Voxel precision ``|P∩T| / |P|`` per case and class, ``(B, C)``."""
     return _one("precision", pred, target, num_classes=num_classes, include_background=include_background,
-                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention)
+                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
 
 
 def recall(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
            one_hot: bool = False, spatial_dims: int | None = None,
-           convention: Convention = "default") -> torch.Tensor:
+           convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Voxel recall (sensitivity) ``|P∩T| / |T|`` per case and class, ``(B, C)``."""
     return _one("recall", pred, target, num_classes=num_classes, include_background=include_background,
-                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention)
+                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
 
 
 def volume_difference(pred: Any, target: Any, *, num_classes: int | None = None,
                       include_background: bool = False, spacing: Any = None, relative: bool = True,
                       one_hot: bool = False, spatial_dims: int | None = None,
-                      convention: Convention = "default") -> torch.Tensor:
+                      convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Signed volume difference: ``(Vp - Vt) / Vt`` (``relative``) or ``Vp - Vt`` in mm³."""
     return _one("volume_difference", pred, target, num_classes=num_classes,
                 include_background=include_background, spacing=spacing, relative=relative,
-                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention)
+                one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
 
 
 def hausdorff_distance(pred: Any, target: Any, *, num_classes: int | None = None,
@@ -141,7 +151,7 @@ def hausdorff_distance(pred: Any, target: Any, *, num_classes: int | None = None
                        percentile: float | None = None, directed: bool = False,
                        one_hot: bool = False, spatial_dims: int | None = None,
                        convention: Convention = "default",
-                       empty_distance: float | None = None) -> torch.Tensor:
+                       empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
     """Hausdorff distance in mm, ``(B, C)``; the ``percentile`` (0-100) instead of the max.
 
     ``directed=True`` keeps only prediction → target distances.
@@ -149,47 +159,50 @@ def hausdorff_distance(pred: Any, target: Any, *, num_classes: int | None = None
     return _one("hausdorff", pred, target, num_classes=num_classes,
                 include_background=include_background, spacing=spacing, percentile=percentile,
                 directed=directed, one_hot=one_hot, spatial_dims=spatial_dims,
-                convention=convention, empty_distance=empty_distance)
+                convention=convention, empty_distance=empty_distance, backend=backend)
 
 
 def hd95(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
          spacing: Any = None, percentile: float = 95.0, one_hot: bool = False,
          spatial_dims: int | None = None, convention: Convention = "default",
-         empty_distance: float | None = None) -> torch.Tensor:
+         empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
     """95th-percentile Hausdorff distance in mm, ``(B, C)`` (percentile rule per convention)."""
     return _one("hd95", pred, target, num_classes=num_classes, include_background=include_background,
                 spacing=spacing, percentile=percentile, one_hot=one_hot, spatial_dims=spatial_dims,
-                convention=convention, empty_distance=empty_distance)
+                convention=convention, empty_distance=empty_distance, backend=backend)
 
 
 def assd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
          spacing: Any = None, one_hot: bool = False, spatial_dims: int | None = None,
-         convention: Convention = "default", empty_distance: float | None = None) -> torch.Tensor:
+         convention: Convention = "default", empty_distance: float | None = None,
+         backend: str = "auto") -> torch.Tensor:
     """Average symmetric surface distance in mm, ``(B, C)``.
 
     Pooled mean over both surfaces' points (medpy: mean of the two directed means).
     """
     return _one("assd", pred, target, num_classes=num_classes, include_background=include_background,
                 spacing=spacing, one_hot=one_hot, spatial_dims=spatial_dims, convention=convention,
-                empty_distance=empty_distance)
+                empty_distance=empty_distance, backend=backend)
 
 
 def masd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
          spacing: Any = None, one_hot: bool = False, spatial_dims: int | None = None,
-         convention: Convention = "default", empty_distance: float | None = None) -> torch.Tensor:
+         convention: Convention = "default", empty_distance: float | None = None,
+         backend: str = "auto") -> torch.Tensor:
     """Mean average surface distance (mean of the two directed means) in mm, ``(B, C)``."""
     return _one("masd", pred, target, num_classes=num_classes, include_background=include_background,
                 spacing=spacing, one_hot=one_hot, spatial_dims=spatial_dims, convention=convention,
-                empty_distance=empty_distance)
+                empty_distance=empty_distance, backend=backend)
 
 
 def nsd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
         spacing: Any = None, tolerance: float = 1.0, one_hot: bool = False,
-        spatial_dims: int | None = None, convention: Convention = "default") -> torch.Tensor:
+        spatial_dims: int | None = None, convention: Convention = "default",
+         backend: str = "auto") -> torch.Tensor:
     """Normalised surface distance (surface Dice) at ``tolerance`` mm, in [0, 1], ``(B, C)``."""
     return _one("nsd", pred, target, num_classes=num_classes, include_background=include_background,
                 spacing=spacing, tolerance=tolerance, one_hot=one_hot, spatial_dims=spatial_dims,
-                convention=convention)
+                convention=convention, backend=backend)
 
 
 # -- stateful -------------------------------------------------------------------------------------
@@ -227,14 +240,17 @@ class _SegBase(Metric):
         empty_distance: float | None = None,
         relative: bool = True,
         one_hot: bool = False,
+        backend: str = "auto",
     ) -> None:
         super().__init__(class_names=class_names)
         if num_classes < 1 or num_classes - (0 if include_background else 1) < 1:
             raise ValueError(f"{self.name}: num_classes={num_classes} leaves no class to score")
+        resolve_backend(backend, torch.device("cpu"))  # an unknown backend fails here, not in update
         self.num_classes = num_classes
         self.include_background = include_background
         self.options = dict(convention=convention, percentile=percentile, tolerance=tolerance,
-                            directed=directed, empty_distance=empty_distance, relative=relative)
+                            directed=directed, empty_distance=empty_distance, relative=relative,
+                            backend=backend)
         self.one_hot = one_hot
         for m in self.metric_names:
             self.add_state(f"scores_{m}", [], dist_reduce_fx="cat")
