@@ -11,6 +11,9 @@ import pandas as pd
 __all__ = ["summary_table", "print_summary", "plot_roc", "plot_per_class"]
 
 
+_MM_METRICS = {"hd95", "hausdorff", "hausdorff_distance", "assd", "masd"}
+
+
 def _fmt(v: Any) -> str:
     return "—" if v is None else f"{v:.3f}"
 
@@ -91,7 +94,8 @@ def plot_per_class(samples: pd.DataFrame, column: str, path: Path, *, title: str
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(groups)), 4), dpi=100)
     ax.boxplot([v for _, v in groups], tick_labels=[c for c, _ in groups], showmeans=True)
-    ax.set(ylabel=column, title=f"{column} per class {title}".strip())
+    unit = " (mm)" if column in _MM_METRICS else ""
+    ax.set(ylabel=f"{column}{unit}", title=f"{column} per class {title}".strip())
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
