@@ -13,6 +13,7 @@ convention's percentile/mean/NSD rules — the same code as the KD-tree backend.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import torch
@@ -73,18 +74,37 @@ def _neighbour_codes(padded: torch.Tensor) -> torch.Tensor:
     return code
 
 
+# Above this many point pairs a brute-force search costs more than a CPU KD-tree even on a
+# large GPU (≈ 2e11 float64 pair evaluations take seconds); such surfaces (e.g. the background
+# class of a full CT with include_background=True) go to the KD-tree instead.
+BRUTE_FORCE_MAX_PAIRS = 2e11
+
+
 def nearest_distances(
-    src: torch.Tensor, dst: torch.Tensor, *, chunk_bytes: int | None = None
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    *,
+    chunk_bytes: int | None = None,
+    max_pairs: float | None = None,
 ) -> torch.Tensor:
     """Euclidean distance (float64, same unit as the coordinates) from each ``src`` row to the
     nearest ``dst`` row, by exact brute force over row chunks of at most ``chunk_bytes`` (default
-    :data:`CHUNK_BYTES` on accelerators, the cache-sized :data:`CPU_CHUNK_BYTES` on the CPU)."""
+    :data:`CHUNK_BYTES` on accelerators, the cache-sized :data:`CPU_CHUNK_BYTES` on the CPU).
+    Point sets with more than ``max_pairs`` pairs (default :data:`BRUTE_FORCE_MAX_PAIRS` off the
+    CPU, no limit on it) are searched with SciPy's KD-tree on the host instead."""
     n, m = src.shape[0], dst.shape[0]
     out = torch.empty(n, dtype=torch.float64, device=src.device)
     if n == 0:
         return out
     if m == 0:
         raise ValueError("nearest_distances: the destination point set is empty")
+    if max_pairs is None:
+        max_pairs = BRUTE_FORCE_MAX_PAIRS if src.device.type != "cpu" else math.inf
+    if n * m > max_pairs:
+        from scipy.spatial import cKDTree
+
+        d, _ = cKDTree(dst.double().cpu().numpy()).query(src.double().cpu().numpy())
+        return torch.from_numpy(d).to(src.device)
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if src.device.type != "cpu" else CPU_CHUNK_BYTES
     # the squared-distance matrix and one difference temporary live at the same time

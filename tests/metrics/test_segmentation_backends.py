@@ -169,3 +169,16 @@ def test_cuda_matches_cpu(convention):
     for m in ALL:
         assert gpu[m].device.type == "cuda"
     _same(cpu, gpu, rel=1e-5)
+
+
+def test_huge_point_sets_fall_back_to_the_kdtree():
+    from medimg_bench.metrics._surface_torch import nearest_distances
+
+    g = torch.Generator().manual_seed(1)
+    src = torch.rand(300, 3, generator=g, dtype=torch.float64) * 20
+    dst = torch.rand(200, 3, generator=g, dtype=torch.float64) * 20
+    brute = nearest_distances(src, dst)
+    tree = nearest_distances(src, dst, max_pairs=0)
+    ref = torch.cdist(src, dst).amin(1)
+    assert torch.allclose(brute, ref, rtol=0, atol=1e-12)
+    assert torch.allclose(tree, ref, rtol=0, atol=1e-12)
