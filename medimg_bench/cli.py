@@ -24,7 +24,7 @@ def _hydra_run(argv: Sequence[str]) -> int:
 
     def task_function(cfg: DictConfig) -> None:
         hc = HydraConfig.get()
-        run_dir = hc.runtime.output_dir
+        run_dir = cfg.get("resume") or hc.runtime.output_dir
         run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
         from medimg_bench.engine.distributed import is_main_process
 

@@ -117,7 +117,13 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     model = _build_model(c["model"], dataset)
     train_info = None
     tcfg = c.get("train") or {}
-    if tcfg.get("enabled"):
+    weights = run_dir / "model.safetensors"
+    if tcfg.get("enabled") and c.get("resume") and weights.exists():
+        from medimg_bench.models.base import load_checkpoint
+
+        load_checkpoint(model.module, weights)  # trained before the interruption
+        train_info = {"resumed_from": str(weights)}
+    elif tcfg.get("enabled"):
         from medimg_bench.engine.runner import resolve_device
         from medimg_bench.models.training import fit
 
@@ -133,6 +139,12 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         )
         train_info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
                       "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
+        if rank == 0:
+            from safetensors.torch import save_file
+
+            run_dir.mkdir(parents=True, exist_ok=True)
+            state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
+            save_file(state, str(weights))
     results = evaluate(
         model, dataset, task=task, metrics=c.get("metrics"), batch_size=int(c["batch_size"]),
         num_workers=int(c.get("num_workers", 0)), device=device, amp=bool(c.get("amp")),
@@ -140,6 +152,8 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         n_resamples=int(c["bootstrap"]["n_resamples"]), confidence=float(c["bootstrap"]["confidence"]),
         seed=int(c["seed"]), name=f"{c['task']['name']}/{dcfg['name']}",
         subgroups=list(c.get("subgroups") or []),
+        checkpoint=run_dir / "checkpoint.pt" if world_size == 1 else None,
+        checkpoint_every=int(c.get("checkpoint_every", 20)),
     )
     if train_info:
         results.manifest["training"] = train_info
@@ -148,6 +162,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     results.manifest["world_size"] = world()[1]
     if is_main_process():  # under torchrun every rank holds the gathered results; one writes
         results.save(run_dir, config=c)
+        (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # the results now hold everything
         print_summary(results)
     return results
 
@@ -190,6 +205,8 @@ def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> 
     :func:`run_config` returns; the directory is ``results.run_dir``.
     """
     cfg = compose_config(overrides)
+    if run_dir is None and cfg.get("resume"):
+        run_dir = cfg.resume
     if run_dir is None:
         now = datetime.now()
         run_dir = Path(cfg.output_dir) / now.strftime("%Y-%m-%d") / (

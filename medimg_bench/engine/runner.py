@@ -8,6 +8,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -105,6 +106,8 @@ def evaluate(
     seed: int = 0,
     name: str | None = None,
     subgroups: Sequence[str] = (),
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 20,
 ) -> Results:
     """Run ``model`` over ``dataset`` once and score it.
 
@@ -115,6 +118,8 @@ def evaluate(
         metrics: ``{name: options}`` for registered metrics, or ready ``Metric`` objects.
         amp: autocast to bfloat16 (CPU) / float16 (CUDA) during inference.
         fail_fast: re-raise the first failing sample instead of recording it and going on.
+        checkpoint: file to save progress to every ``checkpoint_every`` batches; if it exists,
+            the run resumes from it (single process only). The caller deletes it when done.
         subgroups: manifest columns (``sex``, ``site``, ``age`` binned…) to break every metric
             down by, with gaps and the equity-scaled score (``summary["subgroups"]``).
         n_resamples, confidence, seed: bootstrap settings for the summary's intervals
@@ -136,17 +141,38 @@ def evaluate(
     from medimg_bench.engine.distributed import ShardSampler, gather_lists, world
 
     rank, world_size = world()
+    records: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    done: list[str] = []
+    sampler: Any = ShardSampler(len(dataset)) if world_size > 1 else None
+    ckpt_key: dict[str, Any] = {}
+    if checkpoint is not None and world_size > 1:
+        raise ValueError("checkpoint/resume is supported in single-process runs only")
+    if checkpoint is not None:
+        from medimg_bench.engine.checkpoint import load_checkpoint, restore_metrics
+
+        ckpt_key = {
+            "dataset": dataset.fingerprint() if hasattr(dataset, "fingerprint") else str(len(dataset)),
+            "task": task_obj.name,
+            "model": getattr(model, "name", type(model).__name__),
+            "metrics": sorted(metric_objs),
+        }
+        saved = load_checkpoint(checkpoint, key=ckpt_key)
+        if saved is not None:
+            restore_metrics(metric_objs, saved["metrics"], dev)
+            records, failures, done = saved["records"], saved["failures"], saved["done"]
+            seen = set(done)
+            ids_of = getattr(dataset, "sample_id", lambda i: f"index_{i}")
+            sampler = [i for i in range(len(dataset)) if ids_of(i) not in seen]
     loader = torch.utils.data.DataLoader(
         _SafeDataset(dataset, fail_fast),
         batch_size=batch_size,
-        sampler=ShardSampler(len(dataset)) if world_size > 1 else None,
+        sampler=sampler,
         shuffle=False,
         num_workers=num_workers,
         collate_fn=_split_collate,
         pin_memory=dev.type == "cuda",
     )
-    records: list[dict[str, Any]] = []
-    failures: list[dict[str, Any]] = []
     amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
 
     def run_batch(batch: dict[str, Any]) -> None:
@@ -165,9 +191,10 @@ def evaluate(
         records.extend(rows)
 
     label = name or getattr(dataset, "name", "eval")
-    with _progress(progress and rank == 0, len(loader.sampler), label) as bar:
-        bar_task = bar.add_task(label, total=len(loader.sampler)) if bar is not None else None
-        for batch, failed in loader:
+    n_todo = len(loader.sampler)
+    with _progress(progress and rank == 0, len(done) + n_todo, label) as bar:
+        bar_task = bar.add_task(label, total=len(done) + n_todo, completed=len(done)) if bar is not None else None
+        for n_batch, (batch, failed) in enumerate(loader, start=1):
             failures.extend(failed)
             if batch is not None:
                 try:
@@ -183,6 +210,12 @@ def evaluate(
                                 run_batch(collate([single]))
                             except Exception as exc1:
                                 failures.append(_predict_failure(single["id"], exc1))
+            done.extend([*(batch["id"] if batch else []), *(f["id"] for f in failed)])
+            if checkpoint is not None and n_batch % max(1, checkpoint_every) == 0:
+                from medimg_bench.engine.checkpoint import save_checkpoint
+
+                save_checkpoint(checkpoint, key=ckpt_key, done=done, records=records,
+                                failures=failures, metrics=metric_objs)
             if bar is not None:
                 bar.update(bar_task, advance=(len(batch["id"]) if batch else 0) + len(failed))
 
