@@ -73,6 +73,9 @@ class ManifestDataset(torch.utils.data.Dataset):
             )
         if "patient_id" not in manifest.columns:
             manifest["patient_id"] = manifest["id"]
+        else:  # a blank patient id must not merge unrelated samples into one bootstrap cluster
+            known = manifest["patient_id"].notna() & (manifest["patient_id"].astype(str).str.strip() != "")
+            manifest["patient_id"] = manifest["patient_id"].where(known, manifest["id"]).astype(str)
         self.manifest = manifest
         self.root = Path(root) if root is not None else None
         self.path_columns = tuple(path_columns)

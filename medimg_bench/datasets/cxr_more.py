@@ -346,7 +346,7 @@ def csv_dataset(
         else [str(Path(p).with_suffix("")) for p in man["path"]]
     )
     if patient_column:
-        man["patient_id"] = df[patient_column].astype(str)
+        man["patient_id"] = df[patient_column].where(df[patient_column].notna(), man["id"]).astype(str)
     man["view"] = df[view_column] if view_column else np.nan
     for c in meta_columns:
         man[c] = df[c]

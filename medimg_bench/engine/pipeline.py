@@ -136,6 +136,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
             max_seconds=tcfg.get("max_seconds"), lr=float(tcfg["lr"]),
             weight_decay=float(tcfg.get("weight_decay", 0.0)), batch_size=int(tcfg["batch_size"]),
             seed=int(c["seed"]), progress=bool(c.get("progress", True)) and rank == 0,
+            cache=bool(tcfg.get("cache", False)), num_workers=int(tcfg.get("num_workers", 0)),
         )
         train_info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
                       "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}

@@ -131,6 +131,8 @@ def evaluate(
     classes = getattr(dataset, "classes", None)
     if metrics and all(isinstance(m, Metric) for m in metrics.values()):
         metric_objs: dict[str, Metric] = dict(metrics)  # type: ignore[arg-type]
+        for m in metric_objs.values():  # ready objects may hold another run's samples
+            m.reset()
     else:
         metric_objs = task_obj.build_metrics(metrics, classes)  # type: ignore[arg-type]
     dev = resolve_device(device)
@@ -155,7 +157,7 @@ def evaluate(
             "dataset": dataset.fingerprint() if hasattr(dataset, "fingerprint") else str(len(dataset)),
             "task": task_obj.name,
             "model": getattr(model, "name", type(model).__name__),
-            "metrics": sorted(metric_objs),
+            "metrics": {k: _metric_settings(m) for k, m in sorted(metric_objs.items())},
         }
         saved = load_checkpoint(checkpoint, key=ckpt_key)
         if saved is not None:
@@ -271,6 +273,13 @@ def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     return {"id": sample_id, "stage": "predict", "error": f"{type(exc).__name__}: {exc}{where}"}
+
+
+def _metric_settings(metric: Metric) -> str:
+    """A metric's class and options (not its states): a checkpoint made with other settings
+    must not be resumed."""
+    opts = {k: v for k, v in vars(metric).items() if k not in metric._defaults and not k.startswith("_")}
+    return f"{type(metric).__name__}{sorted((k, repr(v)) for k, v in opts.items())}"
 
 
 def _dataset_order(dataset: Any) -> dict[str, int]:

@@ -57,7 +57,7 @@ def subgroup_summary(
     """For each metric, its macro value (mean over classes) overall and per group, the gap
     (max − min), ratio (min / max) and equity-scaled score. Groups smaller than
     ``min_group_size`` or where the metric is undefined are NaN and left out of the gaps."""
-    from medimg_bench.engine.summary import metric_value_tables
+    from medimg_bench.engine.summary import higher_is_better, metric_value_tables
 
     out: dict[str, Any] = {}
     for key, metric in metrics.items():
@@ -70,7 +70,9 @@ def subgroup_summary(
                     continue
                 v = values.detach().double().cpu()[keep]
                 g = np.array([groups[ids[i]] for i in keep], dtype=object)
-                better = {"hd95": False, "hausdorff": False, "assd": False, "masd": False}.get(name, higher)
+                better = higher_is_better(metric, column)
+                if better is None:  # signed metric (volume difference): gaps only, no direction
+                    better = True
 
                 def fn(x: torch.Tensor) -> float:
                     with warnings.catch_warnings():

@@ -4,7 +4,9 @@ patient, and counts of empty/missed structures for segmentation."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,7 +54,9 @@ def summarize(
         if metric.per_sample:
             for column, (ids, values) in metric_value_tables(metric).items():
                 name = column if column != metric.name else key
-                out["metrics"][name] = _per_sample_summary(metric, ids, values, patients, n_resamples, confidence, seed)
+                out["metrics"][name] = _per_sample_summary(
+                    metric, ids, values, patients, n_resamples, confidence, seed, column=column
+                )
         else:
             out["metrics"][key] = _dataset_summary(metric, patients, n_resamples, confidence, seed)
     status = samples["status"] if "status" in samples.columns else pd.Series(dtype=str)
@@ -80,6 +84,44 @@ def _groups(ids: list[str], patients: Mapping[str, str]) -> list[str] | None:
     return [patients.get(i, i) for i in ids]
 
 
+def higher_is_better(metric: Metric, column: str | None = None) -> bool | None:
+    """Direction of a metric, or of one column of a combined metric (None: signed/undirected)."""
+    of = getattr(metric, "higher_is_better_of", None)
+    if column is not None and callable(of):
+        return of(column)
+    return metric.higher_is_better
+
+
+@dataclass
+class _Interval:
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    note: str | None = None
+
+
+def _bootstrap(
+    metric_fn: Any, pred: Any, target: Any, groups: list[str] | None,
+    n_resamples: int, confidence: float, seed: int,
+) -> _Interval:
+    """Per-class values plus their macro mean, with bootstrap CIs; with fewer than two
+    patients (or samples) there is nothing to resample: point values and no interval."""
+    n_clusters = len(set(groups)) if groups is not None else int(pred.shape[0])
+    if n_clusters >= 2 and n_resamples > 0:
+        ci = bootstrap_ci(metric_fn, pred, target, n_resamples=n_resamples, confidence=confidence,
+                          groups=groups, seed=seed, append_mean=True)
+        return _Interval(np.atleast_1d(ci.estimate), np.atleast_1d(ci.low), np.atleast_1d(ci.high))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if isinstance(metric_fn, str):  # "mean"
+            per_class = torch.as_tensor(pred).double().nanmean(0)
+        else:
+            per_class = torch.as_tensor(metric_fn(pred, target)).double().reshape(-1).cpu()
+        est = torch.cat([per_class.cpu(), per_class.nanmean().reshape(1).cpu()]).numpy()
+    nan = np.full_like(est, np.nan)
+    return _Interval(est, nan, nan, note=f"no confidence interval: {n_clusters} patient(s) to resample")
+
+
 def _per_sample_summary(
     metric: Metric,
     ids: list[str],
@@ -88,18 +130,19 @@ def _per_sample_summary(
     n_resamples: int,
     confidence: float,
     seed: int,
+    *,
+    column: str | None = None,
 ) -> dict[str, Any]:
     v = values.detach().double().cpu()
     names = _class_names(metric, v.shape[1] if v.ndim == 2 else 1)
-    res: dict[str, Any] = {"kind": "per_sample", "higher_is_better": metric.higher_is_better, "per_class": {}}
+    res: dict[str, Any] = {"kind": "per_sample", "higher_is_better": higher_is_better(metric, column), "per_class": {}}
     if v.numel() == 0:
         return res
 
     # "mean" keeps bootstrap_ci on its vectorised path (resample weights × values)
-    ci = bootstrap_ci(
-        "mean", v, None, n_resamples=n_resamples, confidence=confidence,
-        groups=_groups(ids, patients), seed=seed, append_mean=True,
-    )
+    ci = _bootstrap("mean", v, None, _groups(ids, patients), n_resamples, confidence, seed)
+    if ci.note:
+        res["note"] = ci.note
     for j, cname in enumerate(names):
         col = v[:, j]
         valid = col[~col.isnan()]
@@ -125,10 +168,10 @@ def _dataset_summary(
     preds, targets = metric.state_arrays()
 
     # the bound ``functional`` lets bootstrap_ci use a metric's weighted fast path (AUROC, AUPRC)
-    ci = bootstrap_ci(
-        metric.functional, preds, targets, n_resamples=n_resamples, confidence=confidence,
-        groups=_groups(list(metric.ids), patients), seed=seed, append_mean=True,
-    )
+    ci = _bootstrap(metric.functional, preds, targets, _groups(list(metric.ids), patients),
+                    n_resamples, confidence, seed)
+    if ci.note:
+        res["note"] = ci.note
     est = np.atleast_1d(ci.estimate)
     names = _class_names(metric, len(est) - 1)
     for j, cname in enumerate(names):

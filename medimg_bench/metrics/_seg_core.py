@@ -237,6 +237,7 @@ def compute_scores(
     if len(preds) != len(targets):
         raise ValueError(f"prediction has {len(preds)} cases, target has {len(targets)}")
     device = preds[0].device if preds else torch.device("cpu")
+    targets = [t.to(device) for t in targets]  # mixed devices: compute where the prediction is
     use_torch = resolve_backend(backend, device) == "torch"
     if one_hot:
         k = preds[0].shape[0] if preds else (num_classes or 0)

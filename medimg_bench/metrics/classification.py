@@ -667,6 +667,10 @@ class _ScoreMetric(Metric):
         t = as_tensor(targets, name="target").detach()
         if p.shape[0] != t.shape[0]:
             raise ValueError(f"{self.name}: pred and target lengths differ: {p.shape[0]} vs {t.shape[0]}")
+        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+            bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(1).nonzero().flatten().tolist()
+            where = [ids[i] for i in bad] if ids is not None else bad
+            raise ValueError(f"{self.name}: NaN or inf scores for sample(s) {where[:5]}")
         self._add_ids(ids, p.shape[0])
         self.preds.append(p)
         self.targets.append(t)

@@ -328,6 +328,12 @@ class SegmentationMetrics(_SegBase):
         self.metric_names = names
         super().__init__(num_classes=num_classes, **kwargs)
 
+    def higher_is_better_of(self, name: str) -> bool | None:
+        """Direction of one of the combined metrics: that of its stand-alone class."""
+        from medimg_bench.registry import METRICS
+
+        return METRICS.get(name).higher_is_better if name in METRICS else None
+
     def compute_all(self) -> dict[str, torch.Tensor]:
         """``{metric: (C,) NaN-aware mean per class}``."""
         return {m: v.nanmean(0) for m, (_, v) in self.metric_values().items()}

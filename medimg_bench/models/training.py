@@ -11,7 +11,6 @@ from typing import Any
 import torch
 
 from medimg_bench.models.base import ModelAdapter
-from medimg_bench.sample import collate
 
 __all__ = ["TrainResult", "fit", "recalibrate_batchnorm"]
 
@@ -43,13 +42,15 @@ def fit(
     batch_size: int = 16,
     num_workers: int = 0,
     seed: int = 0,
-    cache: bool = True,
+    cache: bool = False,
     progress: bool = True,
     bn_recalibration_batches: int = 16,
 ) -> TrainResult:
     """Train ``model`` with AdamW until ``max_steps`` or ``max_seconds`` (wall clock) is reached.
 
-    ``cache=True`` keeps loaded samples in memory after the first epoch (small datasets only).
+    ``cache=True`` loads every training sample once and keeps it in memory (small datasets
+    only). Unreadable training samples are skipped with a logged warning and a count (see
+    :class:`medimg_bench.datasets.check.SkipErrors`), not fatal.
     After training, batch-norm running statistics are recomputed over up to
     ``bn_recalibration_batches`` training batches (0 disables): after a short run at a high
     learning rate the exponential running averages lag the final weights, and evaluation-mode
@@ -58,17 +59,21 @@ def fit(
     """
     if len(dataset) == 0:
         raise ValueError("fit(): the training dataset is empty")
+    from medimg_bench.datasets.check import SkipErrors, skip_collate
+
     gen = torch.Generator().manual_seed(seed)
-    data: Any = dataset
+    data: Any = SkipErrors(dataset)
     if cache:
-        data = [dataset[i] for i in range(len(dataset))]
+        data = [s for s in (data[i] for i in range(len(dataset))) if s is not None]
+        if not data:
+            raise ValueError("fit(): no training sample could be loaded")
     loader = torch.utils.data.DataLoader(
         data,
         batch_size=min(batch_size, len(data)),
         shuffle=True,
         drop_last=len(data) > batch_size,
         num_workers=0 if cache else num_workers,
-        collate_fn=collate,
+        collate_fn=skip_collate,
         generator=gen,
     )
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -80,7 +85,11 @@ def fit(
     try:
         while steps < max_steps:
             epochs += 1
+            if epochs > 1 and steps == 0:
+                raise ValueError("fit(): no training sample could be loaded")
             for batch in loader:
+                if batch is None:  # every sample of this batch was unreadable
+                    continue
                 _set_lr(opt, lr, steps, max_steps, time.perf_counter() - start, max_seconds)
                 logits = model.forward_batch(batch)
                 loss = loss_fn(logits, batch)
@@ -118,6 +127,8 @@ def recalibrate_batchnorm(model: ModelAdapter, loader: Any, *, max_batches: int 
     used = 0
     with torch.no_grad():
         for batch in loader:
+            if batch is None:
+                continue
             model.forward_batch(batch)
             used += 1
             if used >= max_batches:

@@ -27,8 +27,9 @@ class ClassificationTask(Task):
 
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
         target = torch.as_tensor(batch["label"]).to(logits.device)
-        if not self.multilabel:
-            return torch.nn.functional.cross_entropy(logits, target.long())
+        if not self.multilabel:  # NaN = unlabelled: ignored, as in the metrics
+            target = torch.where(target.isnan(), -100, target) if target.is_floating_point() else target
+            return torch.nn.functional.cross_entropy(logits, target.long(), ignore_index=-100)
         target = target.float()
         known = ~target.isnan()
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
@@ -37,7 +38,10 @@ class ClassificationTask(Task):
         return (loss * known).sum() / known.sum().clamp_min(1)
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
-        return outputs["probs"], torch.as_tensor(batch["label"]).to(outputs["probs"].device)
+        probs = outputs["probs"]
+        if not bool(torch.isfinite(probs).all()):  # fails this batch; the runner isolates the sample
+            raise ValueError("model returned NaN or inf scores")
+        return probs, torch.as_tensor(batch["label"]).to(probs.device)
 
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
         return {"class_names": list(classes)} if classes else {}
@@ -54,6 +58,8 @@ class ClassificationTask(Task):
             for j, cname in enumerate(names):
                 if self.multilabel:
                     y = float(labels[i, j])
+                elif labels[i].isnan() if labels.is_floating_point() else False:
+                    y = float("nan")  # unlabelled
                 else:
                     y = float(int(labels[i]) == j)
                 rows.append({"id": sid, "class": cname, "score": float(probs[i, j]), "label": y})

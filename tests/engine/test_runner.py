@@ -91,7 +91,9 @@ def test_results_directory_layout(tmp_path, synthetic_root):
     for key in ("config", "environment", "device", "dataset", "start_time", "end_time", "seed", "wall_time_s"):
         assert key in manifest
     assert manifest["dataset"]["fingerprint"] == ds.fingerprint()
-    assert manifest["environment"]["packages"]["torch"] == torch.__version__.split("+")[0] or manifest["environment"]["packages"]["torch"]
+    import importlib.metadata
+
+    assert manifest["environment"]["packages"]["torch"] == importlib.metadata.version("torch")
     assert (run / "plots" / "per_class_dice.png").stat().st_size > 1000
     again = Results.load(run)
     assert again.summary == summary and len(again.samples) == len(table)
