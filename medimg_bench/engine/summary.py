@@ -174,7 +174,13 @@ def _dataset_summary(
         res["note"] = ci.note
     est = np.atleast_1d(ci.estimate)
     names = _class_names(metric, len(est) - 1)
+    t = torch.as_tensor(targets)
+    if t.ndim == 2 and t.shape[1] == len(names) and t.is_floating_point():
+        counts = (~t.isnan()).sum(0).tolist()  # labelled samples per class (NaN = unlabelled)
+    else:
+        counts = [int(t.shape[0])] * len(names)
     for j, cname in enumerate(names):
-        res["per_class"][cname] = {"value": _f(est[j]), "ci_low": _f(ci.low[j]), "ci_high": _f(ci.high[j])}
+        res["per_class"][cname] = {"value": _f(est[j]), "ci_low": _f(ci.low[j]), "ci_high": _f(ci.high[j]),
+                                   "n": int(counts[j])}
     res["mean"] = {"value": _f(est[-1]), "ci_low": _f(ci.low[-1]), "ci_high": _f(ci.high[-1])}
     return res

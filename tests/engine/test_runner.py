@@ -51,6 +51,7 @@ def test_auroc_and_table_match_sklearn(cxr):
     for cname, grp in s.groupby("class"):
         ref = roc_auc_score(grp["label"], grp["score"])
         assert res.summary["metrics"]["auroc"]["per_class"][cname]["value"] == pytest.approx(ref, abs=1e-6)
+        assert res.summary["metrics"]["auroc"]["per_class"][cname]["n"] == grp["label"].notna().sum()
     assert (s["patient_id"] == s["id"].map(dict(zip(cxr.manifest["id"], cxr.manifest["patient_id"])))).all()
 
 
