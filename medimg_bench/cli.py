@@ -4,6 +4,11 @@
     medimg-bench demo [overrides]               the built-in demo (= run benchmark=demo)
     medimg-bench list {datasets,models,metrics,tasks}
     medimg-bench datasets check CONFIG [key=value ...]
+    medimg-bench cache {stats,export,clear}     the LVLM response cache
+    medimg-bench merge RUN_DIRS... --out DIR    merge the run directories of a sharded evaluation
+    medimg-bench sweep MULTIRUN_DIR             one table of a multirun's run directories
+    medimg-bench reproduce CARD | --list        run a published-baseline card, with a verdict
+    medimg-bench compare RUN_A RUN_B            paired comparison of two runs
     medimg-bench version
 """
 
@@ -13,6 +18,16 @@ import sys
 from collections.abc import Sequence
 
 __all__ = ["main"]
+
+# Subcommands that live in their own module: name -> (module, function taking argv, returning
+# the exit code). A new subcommand is one module plus one line here.
+_SUBCOMMANDS = {
+    "cache": ("medimg_bench.models.vlm.cache", "cli_main"),
+    "merge": ("medimg_bench.engine.merge", "cli_main"),
+    "sweep": ("medimg_bench.engine.sweep", "cli_main"),
+    "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
+    "compare": ("medimg_bench.baselines.compare", "cli_main"),
+}
 
 
 def _hydra_run(argv: Sequence[str]) -> int:
@@ -109,6 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _list(rest[0] if rest else "")
     if cmd == "datasets":
         return _datasets(rest)
+    if cmd in _SUBCOMMANDS:
+        import importlib
+
+        module, func = _SUBCOMMANDS[cmd]
+        return int(getattr(importlib.import_module(module), func)(rest) or 0)
     if cmd in ("version", "--version"):
         from medimg_bench import __version__
 

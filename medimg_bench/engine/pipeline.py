@@ -99,6 +99,10 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     c = _plain(cfg)
     if c.get("benchmark"):
         return _run_benchmark(c, run_dir, parent_overrides)
+    if c.get("protocol"):
+        from medimg_bench.protocols import run_protocol
+
+        return run_protocol(c, run_dir)
     from medimg_bench.engine.distributed import maybe_init_distributed
     from medimg_bench.engine.report import print_summary
     from medimg_bench.engine.runner import evaluate
@@ -111,7 +115,10 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
 
         device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
     _seed_everything(int(c["seed"]))
-    task = create_task(c["task"]["name"], **(c["task"].get("options") or {}))
+    task_options = dict(c["task"].get("options") or {})
+    if c.get("scoring"):  # VQA harness profile (configs/scoring/)
+        task_options["scoring"] = c["scoring"]
+    task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
     dataset = build_dataset(dcfg, dcfg.get("split"))
     model = _build_model(c["model"], dataset)

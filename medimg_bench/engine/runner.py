@@ -179,7 +179,7 @@ def evaluate(
 
     def run_batch(batch: dict[str, Any]) -> None:
         with torch.inference_mode(), torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
-            outputs = model.predict(batch)
+            outputs = task_obj.predict(model, batch)
         preds, targets = task_obj.metric_inputs(batch, outputs)
         snaps = {k: _snapshot(m) for k, m in metric_objs.items()}
         try:

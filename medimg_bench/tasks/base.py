@@ -23,6 +23,11 @@ class Task:
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError(f"task {self.name!r} has no training loss")
 
+    def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+        """Model outputs for ``batch``. Discriminative tasks call ``model.predict(batch)``;
+        generative tasks override this to build prompts and call ``model.generate(requests)``."""
+        return model.predict(batch)
+
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:  # pragma: no cover
         raise NotImplementedError
 
