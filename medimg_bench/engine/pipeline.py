@@ -71,7 +71,11 @@ def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
 def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
     from medimg_bench.registry import create_model
 
+    from medimg_bench.registry import MODELS
+
     options = dict(mcfg.get("options") or {})
+    if "generative" in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels
+        return create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
     if options.get("num_classes") is None and getattr(dataset, "classes", None):
         options["num_classes"] = len(dataset.classes)
     if options.get("in_channels") is None and len(dataset):

@@ -18,10 +18,11 @@ def _index() -> dict[str, str]:
     global _INDEX
     if _INDEX is None:
         index: dict[str, str] = {}
-        for info in pkgutil.iter_modules(__path__):
-            if info.name.startswith("_"):
+        # subpackages too (metrics/text/...), so a new module is found wherever it lives
+        for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+            if any(part.startswith("_") for part in info.name.split(".")):
                 continue
-            mod = importlib.import_module(f"{__name__}.{info.name}")
+            mod = importlib.import_module(info.name)
             for public in getattr(mod, "__all__", ()):
                 index.setdefault(public, mod.__name__)
         _INDEX = index
