@@ -115,8 +115,9 @@ class GenerativeAdapter:
     task = "generation"
     backend = "base"
 
-    def __init__(self, *, name: str = "") -> None:
+    def __init__(self, *, name: str = "", settings: GenerationSettings | None = None) -> None:
         self.name = name or self.backend
+        self.settings = settings or GenerationSettings()  # defaults for requests the tasks build
         self.cache: Any = None  # a ResponseCache, attached by the pipeline or the user
         self.device = "cpu"
 
