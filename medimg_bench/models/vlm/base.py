@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -26,7 +28,13 @@ __all__ = [
     "GenerationResponse",
     "GenerativeAdapter",
     "image_digest",
+    "to_pil_rgb",
+    "settings_from_options",
+    "default_cache_path",
+    "OnResponse",
 ]
+
+OnResponse = Callable[[int, "GenerationResponse"], None]
 
 IMAGE_TOKEN = "<image>"
 
@@ -93,6 +101,59 @@ class GenerationResponse:
         return cls(**known)
 
 
+def to_pil_rgb(image: Any, *, where: str = "") -> Any:
+    """An RGB ``PIL.Image`` from a PIL image or an array (HW, HWC or CHW with 1/3/4 channels;
+    non-uint8 arrays are min-max scaled to 0..255). ``ValueError`` naming ``where`` otherwise."""
+    import numpy as np
+    from PIL import Image
+
+    if isinstance(image, Image.Image):
+        return image if image.mode == "RGB" else image.convert("RGB")
+    if hasattr(image, "detach"):  # torch tensor
+        image = image.detach().cpu().numpy()
+    arr = np.asarray(image)
+    if arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[-1] not in (1, 3, 4):
+        arr = np.moveaxis(arr, 0, -1)  # CHW -> HWC
+    if arr.ndim == 3 and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    if arr.ndim == 3 and arr.shape[-1] == 4:
+        arr = arr[..., :3]
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[-1] != 3) or arr.size == 0:
+        raise ValueError(f"{where or 'image'}: cannot use an image of shape {arr.shape} "
+                         "(expected HxW, HxWx3 or 3xHxW)")
+    if arr.dtype != np.uint8:
+        a = arr.astype(np.float64)
+        if not np.isfinite(a).all():
+            raise ValueError(f"{where or 'image'}: image has NaN or infinite pixels")
+        lo, hi = float(a.min()), float(a.max())
+        a = (a - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(a)
+        arr = np.rint(a).astype(np.uint8)
+    img = Image.fromarray(np.ascontiguousarray(arr))
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def settings_from_options(
+    *, max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
+    seed: int | None = 0,
+) -> GenerationSettings:
+    """:class:`GenerationSettings` from adapter options, checked (``ValueError`` on bad values)."""
+    if int(max_new_tokens) < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if float(temperature) < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < float(top_p) <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    return GenerationSettings(max_new_tokens=int(max_new_tokens), temperature=float(temperature),
+                              top_p=float(top_p), seed=None if seed is None else int(seed))
+
+
+def default_cache_path() -> Path:
+    """``$MEDIMG_BENCH_CACHE/responses.sqlite``, else ``~/.cache/medimg_bench/responses.sqlite``."""
+    root = os.environ.get("MEDIMG_BENCH_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "medimg_bench"
+    return base / "responses.sqlite"
+
+
 def image_digest(image: Any) -> str:
     """SHA-256 of an image's pixels, shape and dtype (PIL images are converted to arrays)."""
     import numpy as np
@@ -142,11 +203,43 @@ class GenerativeAdapter:
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:  # pragma: no cover
         raise NotImplementedError
 
+    def _generate_streaming(
+        self, requests: Sequence[GenerationRequest], on_response: OnResponse
+    ) -> list[GenerationResponse]:
+        """Like ``_generate`` but calls ``on_response(index, response)`` as soon as each response
+        is received, so the cache can commit it before the rest arrive. Backends that receive
+        responses one by one (``openai``) or batch by batch (``hf``) override it."""
+        out = self._generate(list(requests))
+        for i, r in enumerate(out):
+            on_response(i, r)
+        return out
+
+    def attach_cache(
+        self, *, cache: bool = True, cache_path: str | os.PathLike[str] | None = None,
+        cache_nondeterministic: bool = False,
+    ) -> None:
+        """Attach a :class:`~medimg_bench.models.vlm.cache.ResponseCache` (or none when
+        ``cache`` is false) at ``cache_path`` (default :func:`default_cache_path`)."""
+        if not cache:
+            self.cache = None
+            return
+        from medimg_bench.models.vlm.cache import ResponseCache
+
+        self.cache = ResponseCache(cache_path or default_cache_path(),
+                                   serve_nondeterministic=cache_nondeterministic)
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
         """Responses for ``requests`` in the same order; served from ``self.cache`` where possible."""
         if self.cache is None:
             return self._generate(list(requests))
         return self.cache.generate(self, list(requests))
+
+    def __repr__(self) -> str:
+        try:
+            ident = ", ".join(f"{k}={v!r}" for k, v in self.identity().items() if k != "files")
+        except Exception:  # identity not available (abstract base, half-built adapter)
+            ident = f"name={self.name!r}"
+        return f"{type(self).__name__}({ident})"
 
     def predict(self, batch: dict[str, Any]) -> dict[str, Any]:
         raise TypeError(

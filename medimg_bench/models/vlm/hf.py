@@ -1,0 +1,366 @@
+"""``hf_vlm``: any Hugging Face ``transformers`` image-text-to-text model from a local folder.
+
+The processor's chat template renders the prompt (images placed where the user text has
+``<image>``), requests are generated in batches with left padding (greedy unless a temperature is
+set), bf16 on a GPU, and ``device_map`` spreads a model over several GPUs (needs ``accelerate``).
+A request with ``options`` is scored instead of generated: the log-probability (natural log,
+summed over the option's tokens) of each option's text following the prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medimg_bench.models.vlm.base import (
+    IMAGE_TOKEN,
+    GenerationRequest,
+    GenerationResponse,
+    GenerationSettings,
+    GenerativeAdapter,
+    OnResponse,
+    settings_from_options,
+    to_pil_rgb,
+)
+from medimg_bench.registry import register_model
+
+__all__ = ["HFVLMAdapter", "files_signature", "build_messages"]
+
+log = logging.getLogger(__name__)
+
+_SMALL = 8 << 20  # files below this size are hashed whole; larger ones by size + head + tail
+_EDGE = 1 << 20
+
+
+def files_signature(path: str | Path) -> str:
+    """A SHA-256 over the files of a model folder: small files (configs, tokenizer, chat template)
+    by content, weight files by name, size and their first and last MiB. Cheap for 10 GB models
+    and changes whenever the weights or the processor do."""
+    root = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not any(
+        part.startswith(".") for part in p.relative_to(root).parts))
+    for p in files:
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())
+        with open(p, "rb") as fh:
+            if size <= _SMALL:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(_EDGE))
+                fh.seek(size - _EDGE)
+                h.update(fh.read(_EDGE))
+    return h.hexdigest()
+
+
+def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], int]:
+    """Chat messages in the transformers content-list format for ``request`` and the number of
+    images they place. ``<image>`` in the user text marks where each image goes; images beyond
+    the placeholders go before the text. More placeholders than images is a ``ValueError``."""
+    parts = request.user.split(IMAGE_TOKEN)
+    n_placed = len(parts) - 1
+    n_images = len(request.images)
+    if n_placed > n_images:
+        raise ValueError(f"sample {request.sample_id or '?'}: the prompt has {n_placed} "
+                         f"{IMAGE_TOKEN} placeholders but the request has {n_images} images")
+    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images - n_placed)]
+    for i, text in enumerate(parts):
+        if text:
+            content.append({"type": "text", "text": text})
+        if i < n_placed:
+            content.append({"type": "image"})
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
+    messages.append({"role": "user", "content": content})
+    return messages, n_images
+
+
+@register_model("hf_vlm", tags=("generative", "vlm", "hf"))
+class HFVLMAdapter(GenerativeAdapter):
+    """A transformers image-text-to-text model from a local folder (AutoProcessor + chat template).
+
+    Args:
+        path: the model folder (``save_pretrained`` layout) or a hub id already in the local
+            Hugging Face cache (nothing is downloaded unless ``local_files_only=False``).
+        revision: hub revision (recorded in the identity).
+        dtype: ``auto`` (bf16 when CUDA is available, else float32), ``bfloat16``, ``float16``,
+            ``float32``.
+        device_map: passed to ``from_pretrained`` (e.g. ``auto``) for models larger than one GPU;
+            then ``.to(device)`` leaves the placement alone.
+        batch_size: requests generated together (left padding).
+        max_new_tokens, temperature, top_p, seed: default :class:`GenerationSettings`.
+        chat_template: a Jinja template replacing the processor's own.
+        cache, cache_path, cache_nondeterministic: the response cache (see ``cache.py``).
+    """
+
+    backend = "hf"
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        revision: str | None = None,
+        dtype: str = "auto",
+        device_map: str | dict[str, Any] | None = None,
+        batch_size: int = 8,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = 0,
+        chat_template: str | None = None,
+        trust_remote_code: bool = False,
+        attn_implementation: str | None = None,
+        local_files_only: bool = True,
+        cache: bool = True,
+        cache_path: str | None = None,
+        cache_nondeterministic: bool = False,
+        name: str = "",
+    ) -> None:
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        super().__init__(name=name or "hf_vlm", settings=settings_from_options(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed))
+        if not path:
+            raise ValueError("hf_vlm needs the model folder: model.options.path=/path/to/model")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.path = str(path)
+        self.revision = revision
+        self.batch_size = int(batch_size)
+        self.device_map = device_map
+        self.chat_template = chat_template
+        local = Path(self.path).expanduser()
+        if local.exists() and not local.is_dir():
+            raise ValueError(f"hf_vlm: path {self.path} is a file; give the model folder")
+        if not local.exists() and self.path.startswith(("/", ".", "~")):
+            raise FileNotFoundError(f"hf_vlm: model folder {self.path} does not exist")
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+        else:
+            try:
+                torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+                               "float16": torch.float16, "fp16": torch.float16,
+                               "float32": torch.float32, "fp32": torch.float32}[str(dtype)]
+            except KeyError:
+                raise ValueError(f"hf_vlm: unknown dtype {dtype!r} (auto, bfloat16, float16, "
+                                 "float32)") from None
+        self.dtype = str(torch_dtype).replace("torch.", "")
+        common: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code,
+                                  "local_files_only": local_files_only}
+        src = str(local) if local.exists() else self.path
+        try:
+            self.processor = AutoProcessor.from_pretrained(src, **common)
+            kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
+            if device_map is not None:
+                kwargs["device_map"] = device_map
+            if attn_implementation:
+                kwargs["attn_implementation"] = attn_implementation
+            self.model = AutoModelForImageTextToText.from_pretrained(src, **kwargs).eval()
+        except (OSError, ValueError) as exc:
+            raise OSError(f"hf_vlm: cannot load an image-text-to-text model from {self.path}: "
+                          f"{exc}") from exc
+        tok = getattr(self.processor, "tokenizer", None)
+        if tok is None:
+            raise ValueError(f"hf_vlm: the processor at {self.path} has no tokenizer")
+        self.tokenizer = tok
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        if chat_template is not None:
+            self.processor.chat_template = chat_template
+        if not (getattr(self.processor, "chat_template", None) or getattr(tok, "chat_template", None)):
+            raise ValueError(f"hf_vlm: the processor at {self.path} has no chat template; "
+                             "pass model.options.chat_template")
+        self._signature = files_signature(local) if local.is_dir() else None
+        self.device = str(getattr(self.model, "device", "cpu"))
+        self.attach_cache(cache=cache, cache_path=cache_path,
+                          cache_nondeterministic=cache_nondeterministic)
+
+    # -- engine hooks -----------------------------------------------------------------------------
+    def to(self, device: Any) -> HFVLMAdapter:
+        if self.device_map is None:
+            self.model.to(device)
+        self.device = str(getattr(self.model, "device", device))
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {"model": self.path, "revision": self.revision, "dtype": self.dtype,
+                                 "files": self._signature}
+        if self.chat_template is not None:
+            ident["chat_template"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
+        return ident
+
+    # -- generation -------------------------------------------------------------------------------
+    def _render(self, request: GenerationRequest) -> tuple[str, list[Any]]:
+        messages, _ = build_messages(request)
+        text = self.processor.apply_chat_template(messages, add_generation_prompt=True,
+                                                  tokenize=False)
+        where = f"sample {request.sample_id or '?'}"
+        images = [to_pil_rgb(im, where=f"{where}, image {i}") for i, im in enumerate(request.images)]
+        return text, images
+
+    def _inputs(self, texts: list[str], images: list[list[Any]]) -> Any:
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            kwargs["images"] = images
+        inputs = self.processor(**kwargs)
+        dev = self._input_device()
+        out = {}
+        for k, v in inputs.items():
+            if hasattr(v, "to"):
+                v = v.to(dev)
+                if v.is_floating_point():
+                    v = v.to(self.model.dtype)
+            out[k] = v
+        return out
+
+    def _input_device(self) -> Any:
+        import torch
+
+        try:
+            return next(self.model.parameters()).device if self.device_map is None else \
+                self.model.get_input_embeddings().weight.device
+        except StopIteration:  # pragma: no cover
+            return torch.device("cpu")
+
+    def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
+        return self._generate_streaming(requests, lambda i, r: None)
+
+    def _generate_streaming(
+        self, requests: Sequence[GenerationRequest], on_response: OnResponse
+    ) -> list[GenerationResponse]:
+        requests = list(requests)
+        out: list[GenerationResponse | None] = [None] * len(requests)
+        rendered: dict[int, tuple[str, list[Any]]] = {}
+        for i, r in enumerate(requests):
+            try:
+                rendered[i] = self._render(r)
+            except Exception as exc:  # bad image / placeholder: this request fails alone
+                out[i] = GenerationResponse(prompt=r.rendered_prompt(), error=str(exc))
+                on_response(i, out[i])  # type: ignore[arg-type]
+        # option-likelihood requests one by one; generation requests in batches of equal settings
+        # and equal "has images" (processors reject a batch mixing text-only and image requests)
+        groups: dict[tuple[GenerationSettings, bool], list[int]] = {}
+        for i in rendered:
+            if requests[i].options is not None:
+                out[i] = self._score_options(requests[i], *rendered[i])
+                on_response(i, out[i])  # type: ignore[arg-type]
+            else:
+                groups.setdefault((requests[i].settings, bool(rendered[i][1])), []).append(i)
+        for (settings, _), idx in groups.items():
+            for b in range(0, len(idx), self.batch_size):
+                chunk = idx[b:b + self.batch_size]
+                for i, resp in zip(chunk, self._generate_batch(
+                        [requests[i] for i in chunk], [rendered[i] for i in chunk], settings)):
+                    out[i] = resp
+                    on_response(i, resp)
+        return out  # type: ignore[return-value]
+
+    def _generate_batch(
+        self, requests: list[GenerationRequest], rendered: list[tuple[str, list[Any]]],
+        settings: GenerationSettings,
+    ) -> list[GenerationResponse]:
+        import torch
+
+        t0 = time.perf_counter()
+        try:
+            inputs = self._inputs([t for t, _ in rendered], [ims for _, ims in rendered])
+            gen: dict[str, Any] = {"max_new_tokens": settings.max_new_tokens,
+                                   "pad_token_id": self.tokenizer.pad_token_id}
+            if settings.temperature > 0:
+                gen.update(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
+                if settings.seed is not None:
+                    torch.manual_seed(settings.seed)
+            else:
+                gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.inference_mode():
+                seqs = self.model.generate(**inputs, **gen)
+        except Exception as exc:
+            if len(requests) > 1:  # find the request that fails; the others still get answers
+                return [self._generate_batch([r], [x], settings)[0] for r, x in zip(requests, rendered)]
+            msg = f"sample {requests[0].sample_id or '?'}: generation failed: {type(exc).__name__}: {exc}"
+            return [GenerationResponse(prompt=rendered[0][0], error=msg)]
+        latency = time.perf_counter() - t0
+        n_in = inputs["input_ids"].shape[1]
+        new = seqs[:, n_in:].cpu()
+        mask = inputs["attention_mask"].sum(dim=1).tolist()
+        eos = self._eos_ids()
+        pad = self.tokenizer.pad_token_id
+        out = []
+        for row, (text, _), n_prompt in zip(new.tolist(), rendered, mask):
+            stop = next((k for k, t in enumerate(row) if t in eos), None)
+            toks = row[:stop] if stop is not None else row
+            if stop is None and pad is not None and pad not in eos:
+                while toks and toks[-1] == pad:
+                    toks = toks[:-1]
+            out.append(GenerationResponse(
+                text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                prompt=text, latency_s=latency, tokens_in=int(n_prompt), tokens_out=len(toks),
+                finish_reason="stop" if stop is not None else "length"))
+        return out
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for src in (getattr(self.model, "generation_config", None), self.tokenizer):
+            e = getattr(src, "eos_token_id", None)
+            if e is None:
+                continue
+            ids.update(e if isinstance(e, (list, tuple)) else [e])
+        return {int(i) for i in ids}
+
+    def _score_options(self, request: GenerationRequest, text: str, images: list[Any]) -> GenerationResponse:
+        """Sum of the log-probabilities of each option's tokens after the prompt (nats)."""
+        import torch
+
+        t0 = time.perf_counter()
+        options = list(request.options or [])
+        try:
+            if not options:
+                raise ValueError("options is empty")
+            opt_ids = [self.tokenizer.encode(o, add_special_tokens=False) for o in options]
+            for o, ids in zip(options, opt_ids):
+                if not ids:
+                    raise ValueError(f"option {o!r} has no tokens")
+            k = len(options)
+            base = self._inputs([text] * k, [images] * k if images else [[] for _ in range(k)])
+            prompt_ids = base["input_ids"]
+            n_prompt = prompt_ids.shape[1]
+            longest = max(len(ids) for ids in opt_ids)
+            pad = self.tokenizer.pad_token_id or 0
+            dev = prompt_ids.device
+            ids = torch.full((k, n_prompt + longest), pad, dtype=prompt_ids.dtype, device=dev)
+            att = torch.zeros_like(ids)
+            ids[:, :n_prompt] = prompt_ids
+            att[:, :n_prompt] = base["attention_mask"]
+            for j, o in enumerate(opt_ids):
+                ids[j, n_prompt:n_prompt + len(o)] = torch.tensor(o, device=dev)
+                att[j, n_prompt:n_prompt + len(o)] = 1
+            inputs = dict(base)
+            inputs["input_ids"], inputs["attention_mask"] = ids, att
+            for key, v in base.items():  # per-token side inputs (token types) follow the ids
+                if key not in ("input_ids", "attention_mask") and hasattr(v, "shape") and \
+                        v.ndim == 2 and tuple(v.shape) == (k, n_prompt):
+                    ext = torch.zeros((k, n_prompt + longest), dtype=v.dtype, device=v.device)
+                    ext[:, :n_prompt] = v
+                    inputs[key] = ext
+            with torch.inference_mode():
+                logits = self.model(**inputs).logits.float()
+            logp = torch.log_softmax(logits[:, n_prompt - 1:-1], dim=-1)
+            scores = []
+            for j, o in enumerate(opt_ids):
+                tgt = torch.tensor(o, device=logp.device)
+                scores.append(float(logp[j, torch.arange(len(o), device=logp.device), tgt].sum()))
+        except Exception as exc:
+            return GenerationResponse(prompt=text, error=f"sample {request.sample_id or '?'}: option "
+                                      f"scoring failed: {type(exc).__name__}: {exc}")
+        best = max(range(len(scores)), key=scores.__getitem__)
+        return GenerationResponse(
+            text=options[best], prompt=text, latency_s=time.perf_counter() - t0,
+            tokens_in=int(n_prompt), tokens_out=0, finish_reason="option_likelihood",
+            option_logprobs=scores)
