@@ -17,6 +17,7 @@ present, no positives, a zero denominator) is NaN with a warning naming it; ``"m
 
 from __future__ import annotations
 
+import contextvars
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -111,11 +112,26 @@ def _check_average(average: str | None) -> None:
         raise ValueError(f"average must be one of None, 'macro', 'micro', 'weighted'; got {average!r}")
 
 
+# class names of the metric being computed, so warnings name classes rather than indices
+_LABEL_NAMES: contextvars.ContextVar[Sequence[str] | None] = contextvars.ContextVar(
+    "medimg_bench_label_names", default=None
+)
+
+
+def _label_names(mask: torch.Tensor) -> list[Any]:
+    """Names (or indices) of the labels where ``mask`` is true."""
+    idx = mask.reshape(-1).nonzero().flatten().tolist()
+    names = _LABEL_NAMES.get()
+    if names is not None and len(names) == mask.numel():
+        return [names[i] for i in idx]
+    return idx
+
+
 def _warn_undefined(values: torch.Tensor, metric: str, why: str) -> None:
     undefined = values.isnan()
     if undefined.any():
-        labels = undefined.nonzero().flatten().tolist()
-        warnings.warn(f"{metric} undefined ({why}) for label(s) {labels}; NaN, left out of averages", stacklevel=3)
+        warnings.warn(f"{metric} undefined ({why}) for label(s) {_label_names(undefined)}; NaN, "
+                      "left out of averages", stacklevel=3)
 
 
 def _average(values: torch.Tensor, support: torch.Tensor | None, average: str | None, kind: str) -> torch.Tensor:
@@ -498,10 +514,7 @@ def confusion_counts(pred: Any, target: Any, *, threshold: float = 0.5) -> dict[
     ``kind`` and, for multi-class, ``correct`` (the number of samples whose class is right).
     """
     s, y, kind = prepare_inputs(pred, target)
-    if kind == "multiclass":
-        hard = torch.nn.functional.one_hot(s.argmax(1), s.shape[1]).to(torch.float64)
-    else:
-        hard = (s >= threshold).to(torch.float64)
+    hard = _decisions(s, kind, threshold)
     labelled = ~y.isnan()
     yv = torch.where(labelled, y, 0.0)
     lab = labelled.to(torch.float64)
@@ -515,26 +528,55 @@ def confusion_counts(pred: Any, target: Any, *, threshold: float = 0.5) -> dict[
     return out
 
 
+def _decisions(s: torch.Tensor, kind: str, threshold: float) -> torch.Tensor:
+    """0/1 decisions (N, L): arg-max class for multi-class, ``score >= threshold`` otherwise."""
+    if kind == "multiclass":
+        return torch.nn.functional.one_hot(s.argmax(1), s.shape[1]).to(torch.float64)
+    return (s >= threshold).to(torch.float64)
+
+
 def _ratio(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
     return torch.where(den > 0, num / den.clamp_min(1e-300), zero_division)
 
 
-def _counted(
-    pred: Any,
-    target: Any,
-    *,
-    threshold: float,
-    average: str | None,
-    zero_division: float,
-    formula: Any,
-) -> torch.Tensor:
+# name → (numerator, denominator) from confusion counts, and why the denominator can be zero
+_FORMULAS: dict[str, tuple[Any, str]] = {
+    "sensitivity": (lambda c: (c["tp"], c["tp"] + c["fn"]), "no positive sample"),
+    "specificity": (lambda c: (c["tn"], c["tn"] + c["fp"]), "no negative sample"),
+    "precision": (lambda c: (c["tp"], c["tp"] + c["fp"]), "nothing predicted positive"),
+    "f1": (lambda c: (2 * c["tp"], 2 * c["tp"] + c["fp"] + c["fn"]), "TP + FP + FN = 0"),
+}
+
+
+def _warn_zero_division(den: torch.Tensor, metric: str, why: str, zero_division: float) -> None:
+    zero = den.reshape(-1) == 0
+    if zero.any():
+        value = "NaN, left out of averages" if zero_division != zero_division else f"set to {zero_division}"
+        warnings.warn(f"{metric} undefined ({why}) for label(s) {_label_names(zero)}; {value}",
+                      stacklevel=5)
+
+
+def _counted_value(c: dict[str, Any], metric: str, *, average: str | None, zero_division: float,
+                   warn: bool = True) -> torch.Tensor:
+    """``metric`` (a key of ``_FORMULAS``) from confusion counts ``c`` (tensors (L,)), averaged;
+    labels with a zero denominator get ``zero_division`` and a warning naming them."""
+    formula, why = _FORMULAS[metric]
+    if average == "micro":
+        c = {k: c[k].sum() for k in ("tp", "fp", "tn", "fn")}
+    num, den = formula(c)
+    if warn:
+        _warn_zero_division(den, metric, why, zero_division)
+    per_label = _ratio(num, den, zero_division)
+    if average == "micro":
+        return per_label
+    return _average(per_label, c["tp"] + c["fn"], average, c["kind"])
+
+
+def _counted(pred: Any, target: Any, metric: str, *, threshold: float, average: str | None,
+             zero_division: float) -> torch.Tensor:
     _check_average(average)
     c = confusion_counts(pred, target, threshold=threshold)
-    support = c["tp"] + c["fn"]
-    if average == "micro":
-        pooled = {k: c[k].sum() for k in ("tp", "fp", "tn", "fn")}
-        return formula(pooled, zero_division)
-    return _average(formula(c, zero_division), support, average, c["kind"])
+    return _counted_value(c, metric, average=average, zero_division=zero_division)
 
 
 def _sens(c: dict, z: float) -> torch.Tensor:
@@ -545,48 +587,48 @@ def _spec(c: dict, z: float) -> torch.Tensor:
     return _ratio(c["tn"], c["tn"] + c["fp"], z)
 
 
-def _prec(c: dict, z: float) -> torch.Tensor:
-    return _ratio(c["tp"], c["tp"] + c["fp"], z)
-
-
-def _f1(c: dict, z: float) -> torch.Tensor:
-    return _ratio(2 * c["tp"], 2 * c["tp"] + c["fp"] + c["fn"], z)
-
-
 def sensitivity(
     pred: Any, target: Any, *, threshold: float = 0.5, average: str | None = "macro",
     zero_division: float = float("nan"),
 ) -> torch.Tensor:
-    """Sensitivity (recall, TPR) ``TP / (TP + FN)`` per label or averaged; NaN without positives."""
-    return _counted(pred, target, threshold=threshold, average=average, zero_division=zero_division, formula=_sens)
+    """Sensitivity (recall, TPR) ``TP / (TP + FN)`` per label or averaged (a fraction);
+    ``zero_division`` (NaN) with a warning naming the label where it has no positive."""
+    return _counted(pred, target, "sensitivity", threshold=threshold, average=average,
+                    zero_division=zero_division)
 
 
 def specificity(
     pred: Any, target: Any, *, threshold: float = 0.5, average: str | None = "macro",
     zero_division: float = float("nan"),
 ) -> torch.Tensor:
-    """Specificity (TNR) ``TN / (TN + FP)`` per label or averaged; NaN without negatives."""
-    return _counted(pred, target, threshold=threshold, average=average, zero_division=zero_division, formula=_spec)
+    """Specificity (TNR) ``TN / (TN + FP)`` per label or averaged (a fraction);
+    ``zero_division`` (NaN) with a warning naming the label where it has no negative."""
+    return _counted(pred, target, "specificity", threshold=threshold, average=average,
+                    zero_division=zero_division)
 
 
 def precision(
     pred: Any, target: Any, *, threshold: float = 0.5, average: str | None = "macro",
     zero_division: float = float("nan"),
 ) -> torch.Tensor:
-    """Precision (PPV) ``TP / (TP + FP)`` per label or averaged; NaN when nothing is predicted."""
-    return _counted(pred, target, threshold=threshold, average=average, zero_division=zero_division, formula=_prec)
+    """Precision (PPV) ``TP / (TP + FP)`` per label or averaged; ``zero_division`` (NaN) with a
+    warning where nothing is predicted positive."""
+    return _counted(pred, target, "precision", threshold=threshold, average=average,
+                    zero_division=zero_division)
 
 
 def f1(
     pred: Any, target: Any, *, threshold: float = 0.5, average: str | None = "macro",
     zero_division: float = float("nan"),
 ) -> torch.Tensor:
-    """F1 ``2TP / (2TP + FP + FN)`` per label or averaged; NaN when TP + FP + FN = 0.
+    """F1 ``2TP / (2TP + FP + FN)`` per label or averaged; ``zero_division`` (NaN) with a
+    warning when TP + FP + FN = 0.
 
     Equals scikit-learn's ``f1_score(..., zero_division=np.nan)``; binary input gives the F1 of
     the positive class.
     """
-    return _counted(pred, target, threshold=threshold, average=average, zero_division=zero_division, formula=_f1)
+    return _counted(pred, target, "f1", threshold=threshold, average=average,
+                    zero_division=zero_division)
 
 
 # ``medimg_bench.metrics.precision`` is the segmentation metric; the classification one is
@@ -605,16 +647,30 @@ def accuracy(
     multi-class = recall of each class (the torchmetrics convention).
     """
     _check_average(average)
-    c = confusion_counts(pred, target, threshold=threshold)
+    return _accuracy_value(confusion_counts(pred, target, threshold=threshold), average)
+
+
+def _accuracy_value(c: dict[str, Any], average: str | None, warn: bool = True) -> torch.Tensor:
     if c["kind"] == "multiclass":
         if average == "micro":
             n = c["tp"].sum() + c["fn"].sum()
-            return c["correct"] / n if n > 0 else torch.tensor(float("nan"), dtype=torch.float64)
+            if n > 0:
+                return c["correct"] / n
+            if warn:
+                warnings.warn("accuracy undefined (no labelled sample); NaN", stacklevel=3)
+            return torch.tensor(float("nan"), dtype=torch.float64, device=n.device)
+        if warn:
+            _warn_zero_division(c["tp"] + c["fn"], "accuracy (class recall)", "no sample of the class",
+                                float("nan"))
         return _average(_sens(c, float("nan")), c["tp"] + c["fn"], average, c["kind"])
+    total = c["tp"] + c["tn"] + c["fp"] + c["fn"]
     if average == "micro":
-        num = (c["tp"] + c["tn"]).sum()
-        return num / (c["tp"] + c["tn"] + c["fp"] + c["fn"]).sum()
-    per = _ratio(c["tp"] + c["tn"], c["tp"] + c["tn"] + c["fp"] + c["fn"], float("nan"))
+        if warn and total.sum() == 0:
+            warnings.warn("accuracy undefined (no labelled sample); NaN", stacklevel=3)
+        return _ratio((c["tp"] + c["tn"]).sum(), total.sum(), float("nan"))
+    if warn:
+        _warn_zero_division(total, "accuracy", "no labelled sample", float("nan"))
+    per = _ratio(c["tp"] + c["tn"], total, float("nan"))
     return _average(per, c["tp"] + c["fn"], average, c["kind"])
 
 
@@ -625,16 +681,22 @@ def balanced_accuracy(
     multi-class the mean recall over the classes present in ``target`` (scikit-learn's).
 
     ``average=None`` gives the per-label (or per-class recall) values; labels whose value is
-    undefined (a class absent) are NaN and skipped by the macro mean.
+    undefined (a class absent) are NaN, warned, and skipped by the macro mean.
     """
     if average == "micro":
         raise ValueError("balanced_accuracy has no micro average; use None, 'macro' or 'weighted'")
     _check_average(average)
-    c = confusion_counts(pred, target, threshold=threshold)
+    return _balanced_value(confusion_counts(pred, target, threshold=threshold), average)
+
+
+def _balanced_value(c: dict[str, Any], average: str | None, warn: bool = True) -> torch.Tensor:
     if c["kind"] == "multiclass":
         per = _sens(c, float("nan"))
-    else:
-        per = (_sens(c, float("nan")) + _spec(c, float("nan"))) / 2
+        # scikit-learn: the mean recall over the classes present; absent classes are expected
+        return _average(per, c["tp"] + c["fn"], average, c["kind"])
+    per = (_sens(c, float("nan")) + _spec(c, float("nan"))) / 2
+    if warn:
+        _warn_undefined(per, "balanced_accuracy", "one class absent")
     return _average(per, c["tp"] + c["fn"], average, c["kind"])
 
 
@@ -643,11 +705,15 @@ class _ScoreMetric(Metric):
     """Dataset-level metric that keeps the scores and targets and evaluates them at ``compute``.
 
     ``functional(preds, targets)`` gives a 1-D tensor: one value per label with
-    ``average=None`` (the default for label-wise metrics), a single value otherwise.
+    ``average=None`` (the default for label-wise metrics), a single value otherwise; it is
+    silent (the bootstrap calls it on every resample). ``compute()`` warns, once per call and
+    naming the classes, where a value is undefined. ``cluster_weighted`` is the bootstrap's fast
+    path (see ``metrics/_resample.py``).
     """
 
     per_sample = False
     higher_is_better = True
+    input_kind = "scores"
 
     def __init__(self, *, average: str | None = None, class_names: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__(class_names=class_names)
@@ -665,12 +731,20 @@ class _ScoreMetric(Metric):
     ) -> None:
         p = as_tensor(preds, name="pred").detach()
         t = as_tensor(targets, name="target").detach()
+        if p.ndim == 0 or t.ndim == 0:
+            raise ValueError(f"{self.name}: pred and target need a batch dimension, got shapes "
+                             f"{tuple(p.shape)} and {tuple(t.shape)}")
         if p.shape[0] != t.shape[0]:
             raise ValueError(f"{self.name}: pred and target lengths differ: {p.shape[0]} vs {t.shape[0]}")
         if p.is_floating_point() and not bool(torch.isfinite(p).all()):
             bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(1).nonzero().flatten().tolist()
             where = [ids[i] for i in bad] if ids is not None else bad
             raise ValueError(f"{self.name}: NaN or inf scores for sample(s) {where[:5]}")
+        if self.preds and (p.shape[1:] != self.preds[0].shape[1:] or t.shape[1:] != self.targets[0].shape[1:]):
+            raise ValueError(
+                f"{self.name}: batch shapes pred {tuple(p.shape)} / target {tuple(t.shape)} differ from the "
+                f"first batch's {tuple(self.preds[0].shape)} / {tuple(self.targets[0].shape)}"
+            )
         self._add_ids(ids, p.shape[0])
         self.preds.append(p)
         self.targets.append(t)
@@ -687,7 +761,84 @@ class _ScoreMetric(Metric):
         return out.reshape(-1)
 
     def compute(self) -> torch.Tensor:
-        return self.functional(*self.state_arrays())
+        token = _LABEL_NAMES.set(self.class_names)
+        try:
+            return self._fn(*self.state_arrays()).reshape(-1)
+        finally:
+            _LABEL_NAMES.reset(token)
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        """Bootstrap fast path: a function from cluster counts ``(b, G)`` to values ``(b, out)``,
+        or None when the metric has none (the bootstrap then resamples rows)."""
+        return None
+
+
+def _ranking_cluster_fn(
+    pred: Any, target: Any, cluster: Any, n_clusters: int, *, metric: str, average: str | None,
+    level: float = 0.0,
+) -> Any:
+    """Cluster-count fast path of AUROC / AUPRC / sensitivity at specificity (see ``_resample``)."""
+    from medimg_bench.metrics._resample import RankingPlan, average_rows
+
+    s, y, kind = prepare_inputs(pred, target)
+    cl = np.asarray(cluster)
+    if average == "micro":
+        cl = np.repeat(cl, s.shape[1])
+        s, y = _flatten_micro(s, y)
+    plan = RankingPlan(s, y, cl, n_clusters)
+
+    def fn(counts: torch.Tensor) -> torch.Tensor:
+        vals, n_pos = [], []
+        for cum in plan.cumulative(counts):
+            if cum is None:
+                nan = torch.full((counts.shape[0],), float("nan"), dtype=torch.float64, device=s.device)
+                vals.append(nan)
+                n_pos.append(torch.zeros_like(nan))
+                continue
+            cp, cn = cum
+            if metric == "sensitivity_at_specificity":
+                p_tot, n_tot = cp[:, -1:], cn[:, -1:]
+                cp_below = torch.cat([torch.zeros_like(p_tot), cp[:, :-1]], 1)
+                cn_below = torch.cat([torch.zeros_like(n_tot), cn[:, :-1]], 1)
+                sens = (p_tot - cp_below) / _safe(p_tot)
+                spec = cn_below / _safe(n_tot)
+                best = torch.where(spec >= level - 1e-12, sens, 0.0).max(1).values
+                defined = (p_tot[:, 0] > 0) & (n_tot[:, 0] > 0)
+                vals.append(torch.where(defined, best, float("nan")))
+                n_pos.append(p_tot[:, 0])
+            else:
+                v, pt = _weighted_groups(cp, cn, metric)
+                vals.append(v)
+                n_pos.append(pt)
+        out = torch.stack(vals, 1)
+        if average == "micro":
+            return out[:, :1]
+        return average_rows(out, torch.stack(n_pos, 1), average, kind)
+
+    return fn
+
+
+def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any, n_clusters: int) -> Any:
+    """Cluster-count fast path of a confusion-count metric: weighted counts for a block of
+    resamples in one product, then the metric's own formula per resample."""
+    from medimg_bench.metrics._resample import confusion_plan
+
+    s, y, kind = prepare_inputs(pred, target)
+    counts_of = confusion_plan(_decisions(s, kind, self.options.get("threshold", 0.5)), y,
+                               np.asarray(cluster), n_clusters)
+
+    def fn(counts: torch.Tensor) -> torch.Tensor:
+        c = counts_of(counts)
+        rows = []
+        for r in range(counts.shape[0]):
+            cr: dict[str, Any] = {k: v[r] for k, v in c.items()}
+            cr["kind"] = kind
+            if kind == "multiclass":
+                cr["correct"] = cr["tp"].sum()
+            rows.append(self._from_counts(cr).reshape(-1))
+        return torch.stack(rows)
+
+    return fn
 
 
 @register_metric("auroc", tags=("classification",))
@@ -700,9 +851,12 @@ class AUROC(_ScoreMetric):
         return auroc(preds, targets, average=self.average)
 
     def weighted_functional(self, preds: Any, targets: Any, weights: torch.Tensor) -> torch.Tensor:
-        """Values for each row of sample ``weights`` (B, N) at once (the bootstrap fast path)."""
+        """Values for each row of sample ``weights`` (B, N) at once."""
         out = weighted_ranking(preds, targets, weights, metric="auroc", average=self.average)
         return out.reshape(out.shape[0], -1)
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="auroc", average=self.average)
 
 
 @register_metric("auprc", tags=("classification",))
@@ -715,13 +869,29 @@ class AUPRC(_ScoreMetric):
         return auprc(preds, targets, average=self.average)
 
     def weighted_functional(self, preds: Any, targets: Any, weights: torch.Tensor) -> torch.Tensor:
-        """Values for each row of sample ``weights`` (B, N) at once (the bootstrap fast path)."""
+        """Values for each row of sample ``weights`` (B, N) at once."""
         out = weighted_ranking(preds, targets, weights, metric="auprc", average=self.average)
         return out.reshape(out.shape[0], -1)
 
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="auprc", average=self.average)
+
+
+class _FromCounts(_ScoreMetric):
+    """A metric computed from confusion counts at a threshold (bootstrap: cluster fast path)."""
+
+    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self._from_counts(confusion_counts(preds, targets, threshold=self.options["threshold"]), warn=True)
+
+    def _from_counts(self, c: dict[str, Any], warn: bool = False) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        return _counts_cluster_fn(self, preds, targets, cluster, n_clusters)
+
 
 @register_metric("accuracy", tags=("classification",))
-class Accuracy(_ScoreMetric):
+class Accuracy(_FromCounts):
     """Stateful accuracy (``average="micro"`` by default); see :func:`accuracy`."""
 
     name = "accuracy"
@@ -729,26 +899,35 @@ class Accuracy(_ScoreMetric):
     def __init__(self, *, average: str | None = "micro", threshold: float = 0.5, class_names: Sequence[str] | None = None) -> None:
         super().__init__(average=average, class_names=class_names, threshold=threshold)
 
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return accuracy(preds, targets, average=self.average, **self.options)
+    def _from_counts(self, c: dict[str, Any], warn: bool = False) -> torch.Tensor:
+        return _accuracy_value(c, self.average, warn=warn)
 
 
 @register_metric("balanced_accuracy", tags=("classification",))
-class BalancedAccuracy(_ScoreMetric):
+class BalancedAccuracy(_FromCounts):
     """Stateful balanced accuracy (``average="macro"`` by default); see :func:`balanced_accuracy`."""
 
     name = "balanced_accuracy"
 
     def __init__(self, *, average: str | None = "macro", threshold: float = 0.5, class_names: Sequence[str] | None = None) -> None:
+        if average == "micro":
+            raise ValueError("balanced_accuracy has no micro average; use None, 'macro' or 'weighted'")
         super().__init__(average=average, class_names=class_names, threshold=threshold)
 
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return balanced_accuracy(preds, targets, average=self.average, **self.options)
+    def _from_counts(self, c: dict[str, Any], warn: bool = False) -> torch.Tensor:
+        return _balanced_value(c, self.average, warn=warn)
 
 
-class _Counted(_ScoreMetric):
-    def __init__(self, *, average: str | None = None, threshold: float = 0.5, class_names: Sequence[str] | None = None) -> None:
+class _Counted(_FromCounts):
+    def __init__(
+        self, *, average: str | None = None, threshold: float = 0.5, zero_division: float = float("nan"),
+        class_names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(average=average, class_names=class_names, threshold=threshold)
+        self.zero_division = float(zero_division)
+
+    def _from_counts(self, c: dict[str, Any], warn: bool = False) -> torch.Tensor:
+        return _counted_value(c, self.name, average=self.average, zero_division=self.zero_division, warn=warn)
 
 
 @register_metric("f1", tags=("classification",))
@@ -757,9 +936,6 @@ class F1(_Counted):
 
     name = "f1"
 
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return f1(preds, targets, average=self.average, **self.options)
-
 
 @register_metric("sensitivity", tags=("classification",))
 class Sensitivity(_Counted):
@@ -767,18 +943,12 @@ class Sensitivity(_Counted):
 
     name = "sensitivity"
 
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return sensitivity(preds, targets, average=self.average, **self.options)
-
 
 @register_metric("specificity", tags=("classification",))
 class Specificity(_Counted):
     """Stateful specificity (per label by default); see :func:`specificity`."""
 
     name = "specificity"
-
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return specificity(preds, targets, average=self.average, **self.options)
 
 
 @register_metric("sensitivity_at_specificity", tags=("classification",))
@@ -792,3 +962,9 @@ class SensitivityAtSpecificity(_ScoreMetric):
 
     def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return sensitivity_at_specificity(preds, targets, average=self.average, **self.options)
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        if self.average not in (None, "macro"):
+            return None
+        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="sensitivity_at_specificity",
+                                   average=self.average, level=self.options["specificity"])

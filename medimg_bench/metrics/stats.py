@@ -1,11 +1,15 @@
 """Resampling statistics: bootstrap confidence intervals (optionally clustered by patient),
 paired bootstrap comparisons of two models and DeLong's test for two correlated AUROCs.
 
-Bootstraps are vectorised over resamples: each block of resamples is a matrix of sample weights
-(how many times each sample is drawn), and a metric that accepts weights evaluates the whole
-block at once. That path exists for per-sample means (``metric="mean"`` or :func:`nanmean`) and
-for the stateful AUROC / AUPRC (``AUROC().functional`` carries ``weighted_functional``); any
-other callable is called once per resample on the resampled rows.
+Bootstraps are vectorised over resamples: each block of resamples is a matrix of cluster counts
+(how many times each patient, or sample, is drawn), and a metric with a fast path evaluates the
+whole block at once. Per-sample means (``metric="mean"`` or :func:`nanmean`) use per-cluster
+sums; the bound ``functional`` of a stateful dataset-level metric with ``cluster_weighted``
+(AUROC, AUPRC, sensitivity/specificity/F1/accuracy, sensitivity at specificity, ECE) builds a
+matrix of per-cluster contributions once and takes one matrix product per block
+(``metrics/_resample.py``); a metric with ``weighted_functional`` gets sample weights; any other
+callable is called once per resample on the resampled rows. The random stream (and so the
+intervals for a seed) does not depend on which path runs.
 """
 
 from __future__ import annotations
@@ -132,6 +136,38 @@ class _Statistic:
         if fast is not None and target is not None:
             self.kind = "weighted"
             self.weighted = lambda w: fast(pred, target, w)
+        if getattr(metric, "__name__", "") == "functional" and target is not None:
+            self._cluster_factory = getattr(owner, "cluster_weighted", None)
+
+    _cluster_factory: Callable[..., Any] | None = None
+    _cluster_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    _cluster: np.ndarray | None = None
+
+    def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
+        """Prepare values for cluster counts: the metric's cluster-level fast path when it has
+        one (``cluster_weighted``), per-cluster sums for means, else sample weights."""
+        if self._cluster is cluster:
+            return
+        self._cluster = cluster
+        if self.kind == "mean":
+            v = torch.as_tensor(self.pred).double()
+            v2 = v.reshape(v.shape[0], -1)
+            idx = torch.as_tensor(cluster, dtype=torch.long)
+            zeros = torch.zeros(n_clusters, v2.shape[1], dtype=torch.float64)
+            filled = zeros.index_add(0, idx, v2.nan_to_num())
+            present = zeros.index_add(0, idx, (~v2.isnan()).double())
+            self._cluster_fn = lambda c: ((c @ filled) / (c @ present)).reshape(c.shape[0], *self.shape)
+        elif self._cluster_factory is not None:
+            self._cluster_fn = self._cluster_factory(self.pred, self.target, cluster, n_clusters)
+
+    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+        """Values for cluster weights ``counts`` (b, G) → (b, *output shape)."""
+        if self._cluster_fn is None:
+            return self.at(counts[:, self._cluster])
+        c = torch.from_numpy(np.ascontiguousarray(counts, dtype=np.float64))
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return _to_numpy(self._cluster_fn(c))
 
     def full(self) -> np.ndarray:
         out = self.metric(self.pred) if self.target is None else self.metric(self.pred, self.target)
@@ -176,6 +212,12 @@ class _WithMean(_Statistic):
     def at(self, weights: np.ndarray) -> np.ndarray:
         return self._append(self.inner.at(weights).reshape(weights.shape[0], -1), 1)
 
+    def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
+        self.inner.bind(cluster, n_clusters)
+
+    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+        return self._append(self.inner.at_clusters(counts).reshape(counts.shape[0], -1), 1)
+
 
 def _take(x: Any, idx: torch.Tensor) -> Any:
     if isinstance(x, torch.Tensor):
@@ -213,10 +255,12 @@ def bootstrap_counts(n_clusters: int, n_resamples: int, *, seed: int = 0, block:
 
 
 def _distribution(stat: _Statistic, cluster: np.ndarray, n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
+    # the block size fixes the random stream: keep it, so intervals do not change with the code
     out = []
     block = max(1, _CHUNK_ELEMENTS // max(1, stat.n, n_clusters))
+    stat.bind(cluster, n_clusters)
     for counts in bootstrap_counts(n_clusters, n_resamples, seed=seed, block=block):
-        out.append(stat.at(counts[:, cluster]))
+        out.append(stat.at_clusters(counts))
     return np.concatenate(out)
 
 
@@ -228,12 +272,12 @@ def _jackknife(stat: _Statistic, cluster: np.ndarray, n_clusters: int, seed: int
     else:
         block_of = np.random.default_rng(seed + 1).permutation(n_clusters) % _JACKKNIFE_MAX
         n_blocks = _JACKKNIFE_MAX
-    sample_block = block_of[cluster]
+    stat.bind(cluster, n_clusters)
     rows = max(1, _CHUNK_ELEMENTS // max(1, stat.n))
     out = []
     for start in range(0, n_blocks, rows):
         ids = np.arange(start, min(n_blocks, start + rows))
-        out.append(stat.at((sample_block[None, :] != ids[:, None]).astype(np.float64)))
+        out.append(stat.at_clusters((block_of[None, :] != ids[:, None]).astype(np.float64)))
     return np.concatenate(out)
 
 
@@ -354,6 +398,13 @@ class _Difference(_Statistic):
 
     def at(self, weights: np.ndarray) -> np.ndarray:
         return self.a.at(weights) - self.b.at(weights)
+
+    def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
+        self.a.bind(cluster, n_clusters)
+        self.b.bind(cluster, n_clusters)
+
+    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+        return self.a.at_clusters(counts) - self.b.at_clusters(counts)
 
 
 def paired_bootstrap(

@@ -1,0 +1,148 @@
+"""The bootstrap's cluster-count fast paths equal a plain loop over resampled rows."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from medimg_bench.metrics import _resample, stats
+from medimg_bench.metrics.calibration import ECE
+from medimg_bench.metrics.classification import (
+    AUPRC,
+    AUROC,
+    F1,
+    Accuracy,
+    BalancedAccuracy,
+    Sensitivity,
+    SensitivityAtSpecificity,
+    Specificity,
+)
+
+
+def _data(kind: str, n: int = 120, k: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    if kind == "multiclass":
+        logits = torch.randn(n, k, generator=g, dtype=torch.float64)
+        probs = logits.softmax(1).round(decimals=2)  # ties, rows within 1e-3 of 1 after rounding
+        probs = probs / probs.sum(1, keepdim=True)
+        return probs, torch.randint(0, k, (n,), generator=g).double()
+    s = (torch.rand(n, k, generator=g, dtype=torch.float64) * 20).round() / 20  # heavy ties
+    y = (torch.rand(n, k, generator=g) < torch.tensor([0.5, 0.2, 0.05, 0.5][:k])).double()
+    y[torch.rand(n, k, generator=g) < 0.1] = float("nan")  # unlabelled
+    if kind == "binary":
+        return s[:, 0], y[:, 0].nan_to_num(0.0)
+    return s, y
+
+
+METRICS = [
+    ("auroc", lambda: AUROC(), "multilabel"),
+    ("auroc_macro", lambda: AUROC(average="macro"), "multilabel"),
+    ("auroc_micro", lambda: AUROC(average="micro"), "multilabel"),
+    ("auroc_binary", lambda: AUROC(), "binary"),
+    ("auroc_multiclass", lambda: AUROC(average="weighted"), "multiclass"),
+    ("auprc", lambda: AUPRC(), "multilabel"),
+    ("auprc_weighted", lambda: AUPRC(average="weighted"), "multilabel"),
+    ("sensitivity", lambda: Sensitivity(), "multilabel"),
+    ("specificity_macro", lambda: Specificity(average="macro"), "multilabel"),
+    ("f1_multiclass", lambda: F1(), "multiclass"),
+    ("accuracy", lambda: Accuracy(), "multilabel"),
+    ("accuracy_multiclass", lambda: Accuracy(), "multiclass"),
+    ("balanced_accuracy", lambda: BalancedAccuracy(), "multiclass"),
+    ("sens_at_spec", lambda: SensitivityAtSpecificity(specificity=0.8), "multilabel"),
+    ("sens_at_spec_binary", lambda: SensitivityAtSpecificity(specificity=0.5), "binary"),
+    ("ece", lambda: ECE(), "multilabel"),
+    ("ece_weighted", lambda: ECE(average="weighted"), "multilabel"),
+    ("ece_binary_max", lambda: ECE(norm="max"), "binary"),
+    ("ece_multiclass", lambda: ECE(), "multiclass"),
+]
+
+
+def _loop(metric, s, y, counts, cluster):
+    rows = []
+    for row in counts[:, cluster]:
+        idx = torch.as_tensor(np.repeat(np.arange(len(cluster)), row.astype(np.int64)))
+        rows.append(metric.functional(s[idx], y[idx]).numpy())
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("torch_products", [False, True], ids=["scipy", "torch"])
+@pytest.mark.parametrize("name,make,kind", METRICS, ids=[m[0] for m in METRICS])
+def test_cluster_fast_path_equals_loop(name, make, kind, torch_products, monkeypatch):
+    monkeypatch.setattr(_resample, "_SCIPY_ON_CPU", not torch_products)
+    s, y = _data(kind)
+    metric = make()
+    cluster = np.arange(len(s)) // 3  # three samples per patient
+    n_clusters = int(cluster.max()) + 1
+    counts = np.concatenate(list(stats.bootstrap_counts(n_clusters, 25, seed=1)))
+    counts[0] = 0
+    counts[0, :2] = 1  # a resample with two patients only: undefined labels must agree (NaN)
+    fn = metric.cluster_weighted(s, y, cluster, n_clusters)
+    assert fn is not None
+    fast = fn(torch.from_numpy(counts.astype(np.float64))).numpy().reshape(len(counts), -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop = _loop(metric, s, y, counts, cluster)
+    np.testing.assert_allclose(fast, loop, rtol=0, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,make,kind", METRICS[:3] + METRICS[7:8] + METRICS[15:16],
+                         ids=[m[0] for m in METRICS[:3] + METRICS[7:8] + METRICS[15:16]])
+def test_bootstrap_ci_equals_plain_loop_of_resamples(name, make, kind):
+    """Same seed, same resamples: the fast path's interval equals the row-resampling loop's."""
+    s, y = _data(kind, n=90, seed=4)
+    metric = make()
+    groups = [f"p{i // 2}" for i in range(len(s))]
+    fast = stats.bootstrap_ci(metric.functional, s, y, n_resamples=60, groups=groups, seed=7, append_mean=True)
+
+    def plain(p, t):  # no fast path: bootstrap_ci resamples rows and calls this per resample
+        return metric.functional(p, t)
+
+    slow = stats.bootstrap_ci(plain, s, y, n_resamples=60, groups=groups, seed=7, append_mean=True)
+    for a, b in ((fast.estimate, slow.estimate), (fast.low, slow.low), (fast.high, slow.high)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, equal_nan=True)
+    np.testing.assert_array_equal(fast.n_valid, slow.n_valid)
+
+
+def test_bootstrap_bca_and_paired_use_the_fast_path_consistently():
+    s, y = _data("multilabel", n=80, seed=2)
+    m = AUROC()
+    groups = np.arange(80) // 4
+    fast = stats.bootstrap_ci(m.functional, s, y, n_resamples=40, method="bca", groups=groups, seed=3)
+    slow = stats.bootstrap_ci(lambda p, t: m.functional(p, t), s, y, n_resamples=40, method="bca",
+                              groups=groups, seed=3)
+    np.testing.assert_allclose(fast.low, slow.low, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(fast.high, slow.high, atol=1e-12, equal_nan=True)
+    s2 = s + 0.05 * torch.randn(s.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    pf = stats.paired_bootstrap(m.functional, s, s2, y, n_resamples=40, groups=groups, seed=3)
+    ps = stats.paired_bootstrap(lambda p, t: m.functional(p, t), s, s2, y, n_resamples=40, groups=groups, seed=3)
+    np.testing.assert_allclose(pf.low, ps.low, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(pf.p_value, ps.p_value, atol=1e-12)
+
+
+def test_mean_fast_path_equals_sample_weights():
+    v = torch.rand(50, 3, dtype=torch.float64)
+    v[::7, 1] = float("nan")
+    groups = np.arange(50) // 5
+    fast = stats.bootstrap_ci("mean", v, n_resamples=30, groups=groups, seed=0)
+    slow = stats.bootstrap_ci(lambda p: torch.as_tensor(p).double().nanmean(0), v, n_resamples=30,
+                              groups=groups, seed=0)
+    np.testing.assert_allclose(fast.low, slow.low, atol=1e-12)
+    np.testing.assert_allclose(fast.high, slow.high, atol=1e-12)
+
+
+def test_cluster_products_pick_dense_or_sparse_and_agree():
+    rng = np.random.default_rng(0)
+    rows, cl = rng.integers(0, 30, 400), rng.integers(0, 20, 400)
+    vals = rng.random(400)
+    counts = torch.from_numpy(rng.integers(0, 3, (5, 20)).astype(np.float64))
+    expected = np.zeros((30, 20))
+    np.add.at(expected, (rows, cl), vals)
+    dense = _resample.ClusterProduct(rows, cl, vals, n_rows=30, n_clusters=20, device=torch.device("cpu"))
+    assert dense.dense
+    sparse = _resample.ClusterProduct(rows[:5], cl[:5], vals[:5], n_rows=3000, n_clusters=2000,
+                                      device=torch.device("cpu"))
+    assert not sparse.dense
+    np.testing.assert_allclose(dense(counts).numpy(), expected @ counts.numpy().T, atol=1e-12)
