@@ -30,6 +30,7 @@ __all__ = [
     "image_digest",
     "to_pil_rgb",
     "settings_from_options",
+    "none_if_null",
     "default_cache_path",
     "OnResponse",
 ]
@@ -132,11 +133,24 @@ def to_pil_rgb(image: Any, *, where: str = "") -> Any:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def none_if_null(value: Any) -> Any:
+    """``None`` for ``None`` and the strings ``none`` / ``null`` / ``""`` (any case), else ``value``.
+
+    Config overrides such as ``model.options.seed=none`` use it: the pipeline drops options
+    whose value is ``null``, so a string stands for "no value" where the default is not ``None``.
+    """
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+        return None
+    return value
+
+
 def settings_from_options(
     *, max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
-    seed: int | None = 0,
+    seed: int | str | None = 0,
 ) -> GenerationSettings:
-    """:class:`GenerationSettings` from adapter options, checked (``ValueError`` on bad values)."""
+    """:class:`GenerationSettings` from adapter options, checked (``ValueError`` on bad values).
+    ``seed`` ``none`` (or ``None``) means unseeded sampling."""
+    seed = none_if_null(seed)
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if float(temperature) < 0:

@@ -1,0 +1,180 @@
+"""A loopback OpenAI-compatible chat-completions server for tests and benchmarks (stdlib only).
+
+    python tests/models/vlm/chat_server.py [--latency 0.05] [--require-key-env VAR]
+
+prints ``PORT <n>`` once it listens on 127.0.0.1 (a free port). Answers are deterministic:
+``echo: <user text> | images=<n>`` (plus a random suffix when temperature > 0 and no seed).
+Faults are requested inside the user text, counted per distinct request body:
+
+    [[429x2]]      HTTP 429 (with Retry-After: 0) for the first 2 attempts, then the answer
+    [[500x1]]      HTTP 500 once;  [[500always]] HTTP 500 every time;  [[400]] HTTP 400
+    [[slowx1=2.0]] the first attempt sleeps 2.0 s before answering (a client timeout)
+    [[malformed]]  HTTP 200 with a body that is not JSON;  [[noshape]] JSON without choices
+    [[empty]]      an empty answer;  [[dropx1]] close the connection without answering once
+
+``GET /stats`` returns ``{"posts", "max_in_flight", "unauthorised"}``; ``POST /reset`` zeroes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_FAULT = re.compile(r"\[\[(\w+?)(?:x(\d+))?(?:=([\d.]+))?\]\]")
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.attempts: dict[str, int] = {}
+        self.posts = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.unauthorised = 0
+
+
+def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/").endswith("/stats"):
+                with state.lock:
+                    body = {"posts": state.posts, "max_in_flight": state.max_in_flight,
+                            "unauthorised": state.unauthorised}
+                self._send(200, json.dumps(body).encode())
+            else:
+                self._send(404, b'{"error": "not found"}')
+
+        def do_POST(self) -> None:  # noqa: N802
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n)
+            if self.path.rstrip("/").endswith("/reset"):
+                with state.lock:
+                    state.attempts.clear()
+                    state.posts = state.max_in_flight = state.unauthorised = 0
+                self._send(200, b"{}")
+                return
+            with state.lock:
+                state.posts += 1
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            try:
+                self._answer(raw)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _answer(self, raw: bytes) -> None:
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, b'{"error": "not found"}')
+                return
+            if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+                with state.lock:
+                    state.unauthorised += 1
+                self._send(401, b'{"error": {"message": "bad or missing API key"}}')
+                return
+            try:
+                body = json.loads(raw)
+                messages = body["messages"]
+                user = messages[-1]["content"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                self._send(400, b'{"error": {"message": "bad request body"}}')
+                return
+            texts, n_images = [], 0
+            for part in user if isinstance(user, list) else [{"type": "text", "text": user}]:
+                if part.get("type") == "text":
+                    texts.append(part["text"])
+                elif part.get("type") == "image_url":
+                    url = part["image_url"]["url"]
+                    head, _, data = url.partition(",")
+                    if head != "data:image/png;base64" or not base64.b64decode(data).startswith(
+                            b"\x89PNG"):
+                        self._send(400, b'{"error": {"message": "image is not a PNG data URL"}}')
+                        return
+                    n_images += 1
+            text = "".join(texts)
+            with state.lock:
+                attempt = state.attempts.get(text, 0)
+                state.attempts[text] = attempt + 1
+            for name, times, value in _FAULT.findall(text):
+                times_n = int(times) if times else None
+                active = times_n is None or attempt < times_n
+                if name == "429" and active:
+                    self._send(429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
+                    return
+                if name in ("500", "500always") and (active or name == "500always"):
+                    self._send(500, b'{"error": {"message": "internal error"}}')
+                    return
+                if name == "400":
+                    self._send(400, b'{"error": {"message": "bad request"}}')
+                    return
+                if name == "slow" and active:
+                    time.sleep(float(value or 5))
+                if name == "drop" and active:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if name == "malformed":
+                    self._send(200, b'{"choices": [{"message": {"content": "trunc')
+                    return
+                if name == "noshape":
+                    self._send(200, b'{"object": "chat.completion", "choices": []}')
+                    return
+            if latency:
+                time.sleep(latency)
+            answer = f"echo: {text} | images={n_images}"
+            if any(name == "empty" for name, _, _ in _FAULT.findall(text)):
+                answer = ""
+            if float(body.get("temperature") or 0) > 0 and body.get("seed") is None:
+                answer += f" | r={random.random():.6f}"
+            out = {"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"),
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": answer}}],
+                   "usage": {"prompt_tokens": len(text.split()) + n_images,
+                             "completion_tokens": len(answer.split())}}
+            self._send(200, json.dumps(out).encode())
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    ap.add_argument("--require-key-env", default=None,
+                    help="environment variable holding the key clients must send")
+    args = ap.parse_args(argv)
+    key = os.environ[args.require_key_env] if args.require_key_env else None
+    ThreadingHTTPServer.request_queue_size = 256
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(), args.latency, key))
+    server.daemon_threads = True
+    print(f"PORT {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
