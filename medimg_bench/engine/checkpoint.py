@@ -1,27 +1,36 @@
-"""Evaluation checkpoints: an interrupted run resumes where it stopped.
+"""Evaluation checkpoints: an interrupted run resumes where it stopped, at a linear total cost.
 
-Every ``checkpoint_every`` batches the runner writes the ids already processed, the per-sample
-records, the failures and every metric's states to one file (``torch.save`` to a temporary
-file, then an atomic rename). It is read back with ``torch.load(weights_only=True)``: only
-tensors, strings, numbers, lists and dicts, never arbitrary objects. A checkpoint belongs to
-one (dataset fingerprint, task, model, metrics) key; a mismatch is an error, not a silent
-restart.
+A checkpoint is a directory (``<run dir>/checkpoint``; under ``torchrun`` one sub-directory per
+rank, ``rank<r>-of-<w>``). Every save appends one file, ``part-<n>.pt``, holding only what is new
+since the previous save: the ids processed, the per-sample record chunks, the failures, the new
+items of every metric's ``cat`` states and the (fixed-size) other states. So the total cost of
+checkpointing grows linearly with the number of samples, not quadratically.
+
+Each part is written to a temporary name and renamed atomically, and read back with
+``torch.load(weights_only=True)``: only tensors, strings, numbers, lists and dicts, never
+arbitrary objects. Every part carries the run's key (dataset fingerprint, task, model
+fingerprint — architecture, options and weights hash —, metrics, AMP, shard): a checkpoint of
+another run is an error that names each field that differs, with the saved and the current value.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
 
-__all__ = ["save_checkpoint", "load_checkpoint", "restore_metrics"]
+__all__ = ["Checkpoint", "restore_metrics", "key_differences", "has_checkpoint", "remove_checkpoint"]
 
-VERSION = 1
+VERSION = 2
+_PART = re.compile(r"^part-(\d{6})\.pt$")
 
 
 def _cpu(value: Any) -> Any:
@@ -32,58 +41,195 @@ def _cpu(value: Any) -> Any:
     return value
 
 
-def save_checkpoint(
-    path: str | Path,
-    *,
-    key: Mapping[str, Any],
-    done: Sequence[str],
-    records: Sequence[Mapping[str, Any]],
-    failures: Sequence[Mapping[str, Any]],
-    metrics: Mapping[str, Metric],
-) -> None:
-    """Write the state of a run in progress to ``path`` atomically."""
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        if not d and prefix:
+            out[prefix] = {}
+        return out
+    return {prefix: d}
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def key_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """``["model.weights_sha256: saved '…', now '…'", …]`` for every field that differs."""
+    a, b = _flatten(saved), _flatten(now)
+    diffs = []
+    for k in sorted(set(a) | set(b)):
+        if a.get(k, "<absent>") != b.get(k, "<absent>"):
+            diffs.append(f"{k}: saved {_short(a.get(k, '<absent>'))}, now {_short(b.get(k, '<absent>'))}")
+    return diffs
+
+
+def has_checkpoint(path: str | Path) -> bool:
+    """True when ``path`` holds at least one saved part (of any rank)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {
-        "version": VERSION,
-        "key": dict(key),
-        "done": list(done),
-        "records": [dict(r) for r in records],
-        "failures": [dict(f) for f in failures],
-        "metrics": {name: {s: _cpu(getattr(m, s)) for s in m._defaults} for name, m in metrics.items()},
-    }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    return path.is_dir() and any(_PART.match(p.name) for p in path.rglob("part-*.pt"))
 
 
-def load_checkpoint(path: str | Path, *, key: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The saved state at ``path`` (None if there is none); ``ValueError`` if it belongs to
-    another run or cannot be read safely."""
+def remove_checkpoint(path: str | Path) -> None:
+    """Delete a checkpoint directory (after its results were written)."""
     path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"checkpoint {str(path)!r} cannot be read safely: {exc}") from exc
-    if state.get("version") != VERSION:
-        raise ValueError(f"checkpoint {str(path)!r} has version {state.get('version')}, expected {VERSION}")
-    if state["key"] != dict(key):
-        diff = {k: (state["key"].get(k), v) for k, v in key.items() if state["key"].get(k) != v}
-        raise ValueError(
-            f"checkpoint {str(path)!r} belongs to another run (saved vs now: {diff}); "
-            "delete it to start over"
-        )
-    return state
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
 
 
-def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[str, Any]], device: torch.device) -> None:
-    """Put saved states back into freshly built metrics (tensors moved to ``device``)."""
+class Checkpoint:
+    """The checkpoint of one process of one run, in ``root`` (see the module docstring)."""
+
+    def __init__(self, root: str | Path, *, key: Mapping[str, Any], rank: int = 0, world_size: int = 1) -> None:
+        self.root = Path(root)
+        self.key = {**dict(key), "world_size": world_size, "rank": rank}
+        self.rank, self.world_size = rank, world_size
+        self.dir = self.root / f"rank{rank}-of-{world_size}" if world_size > 1 else self.root
+        self._n_part = 0
+        self._saved: dict[str, int] = {"done": 0, "records": 0, "failures": 0}
+        self._cat: dict[tuple[str, str], tuple[int, int, int]] = {}  # (len, id(list), id(last))
+        self._segment: dict[str, Any] = {}
+
+    # -- reading --------------------------------------------------------------------------------
+    def _check_layout(self) -> None:
+        if not self.root.exists():
+            return
+        if self.root.is_file():
+            raise ValueError(f"checkpoint {str(self.root)!r} is a file; expected a checkpoint directory "
+                             "(written by a newer medimg_bench); delete it to start over")
+        ranks = sorted(p.name for p in self.root.glob("rank*-of-*") if p.is_dir() and any(p.iterdir()))
+        mine = f"rank{self.rank}-of-{self.world_size}"
+        if self.world_size == 1 and ranks:
+            raise ValueError(f"checkpoint {str(self.root)!r} was written by a distributed run ({ranks[0]}…); "
+                             "resume it under torchrun with the same number of processes")
+        if self.world_size > 1 and ranks and mine not in ranks:
+            raise ValueError(f"checkpoint {str(self.root)!r} was written with other process counts ({ranks}); "
+                             f"resume it with the same number of processes, not {self.world_size}")
+        if self.world_size > 1 and any(_PART.match(p.name) for p in self.root.glob("part-*.pt")):
+            raise ValueError(f"checkpoint {str(self.root)!r} was written by a single process; "
+                             "resume it without torchrun")
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved state (None when nothing was saved): ``done``, ``records`` (:class:`Records`),
+        ``failures``, ``metrics`` (name → state → value, on the CPU) and ``segments``.
+        ``ValueError`` if it belongs to another run or a part cannot be read safely."""
+        self._check_layout()
+        if not self.dir.is_dir():
+            return None
+        for tmp in self.dir.glob(".part-*.tmp"):  # a save killed half-way: never read
+            tmp.unlink(missing_ok=True)
+        parts = sorted(p for p in self.dir.iterdir() if _PART.match(p.name))
+        if not parts:
+            return None
+        done: list[str] = []
+        chunks: list[dict[str, Any]] = []
+        failures: list[dict[str, Any]] = []
+        metrics: dict[str, dict[str, Any]] = {}
+        segments: dict[int, dict[str, Any]] = {}
+        for part in parts:
+            try:
+                state = torch.load(part, map_location="cpu", weights_only=True)
+            except Exception as exc:
+                raise ValueError(f"checkpoint part {str(part)!r} cannot be read safely: {exc}") from exc
+            if not isinstance(state, dict) or state.get("version") != VERSION:
+                found = state.get("version") if isinstance(state, dict) else type(state).__name__
+                raise ValueError(f"checkpoint part {str(part)!r} has version {found}, expected {VERSION}")
+            if state["key"] != self.key:
+                diffs = key_differences(state["key"], self.key)
+                raise ValueError(
+                    f"checkpoint {str(self.dir)!r} belongs to another run; fields that differ: "
+                    + "; ".join(diffs) + ". Resume with the same model, weights, options and data, "
+                    "or delete the checkpoint (or pass overwrite=true) to start over"
+                )
+            done.extend(state["done"])
+            chunks.extend(state["records"])
+            failures.extend(state["failures"])
+            for name, states in state["metrics"].items():
+                mine = metrics.setdefault(name, {})
+                for s, entry in states.items():
+                    kind, value = entry
+                    if kind == "append":
+                        mine.setdefault(s, []).extend(value)
+                    else:  # "replace": a full list, or a fixed-size state
+                        mine[s] = list(value) if isinstance(value, list) else value
+            seg = state["segment"]
+            segments[int(seg["index"])] = seg
+            self._n_part = int(_PART.match(part.name).group(1))  # type: ignore[union-attr]
+        return {"done": done, "records": Records.from_state(chunks), "failures": failures,
+                "metrics": metrics, "segments": [segments[i] for i in sorted(segments)]}
+
+    # -- writing --------------------------------------------------------------------------------
+    def begin_segment(self, start_time: str, *, index: int) -> None:
+        """Start a new segment (one process lifetime) of the run."""
+        self._segment = {"index": index, "start_time": start_time}
+
+    def mark_saved(
+        self, *, done: Sequence[str], records: Records, failures: Sequence[Any], metrics: Mapping[str, Metric]
+    ) -> None:
+        """Record that everything held now is already on disk (after a resume)."""
+        self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
+        for name, metric in metrics.items():
+            for s, red in metric._reductions.items():
+                value = getattr(metric, s)
+                if red == "cat" and isinstance(value, list):
+                    self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
+
+    def _metric_delta(self, name: str, metric: Metric) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for s, red in metric._reductions.items():
+            value = getattr(metric, s)
+            if red == "cat" and isinstance(value, list):
+                n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
+                appended = (list_id == id(value) and len(value) >= n0
+                            and (n0 == 0 or id(value[n0 - 1]) == last_id))
+                out[s] = ("append", _cpu(value[n0:])) if appended else ("replace", _cpu(list(value)))
+                self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
+            else:
+                out[s] = ("replace", _cpu(value))
+        return out
+
+    def save(
+        self,
+        *,
+        done: Sequence[str],
+        records: Records,
+        failures: Sequence[Mapping[str, Any]],
+        metrics: Mapping[str, Metric],
+        elapsed_s: float,
+    ) -> Path:
+        """Append what is new since the last save as one part; returns its path."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "version": VERSION,
+            "key": self.key,
+            "segment": {**self._segment, "wall_time_s": round(float(elapsed_s), 3)},
+            "done": list(done[self._saved["done"]:]),
+            "records": records.to_state(self._saved["records"]),
+            "failures": [dict(f) for f in failures[self._saved["failures"]:]],
+            "metrics": {name: self._metric_delta(name, m) for name, m in metrics.items()},
+        }
+        self._n_part += 1
+        path = self.dir / f"part-{self._n_part:06d}.pt"
+        tmp = self.dir / f".part-{self._n_part:06d}.{os.getpid()}.tmp"
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+        self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
+        return path
+
+
+def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[str, Any]]) -> None:
+    """Put saved states back into freshly built metrics. Tensors stay on the CPU: the runner moves
+    restored ``cat`` items to the device of the first new update (any device type)."""
+    missing = sorted(set(metrics) - set(saved))
+    if missing:
+        raise ValueError(f"checkpoint has no state for metric(s) {missing}")
     for name, metric in metrics.items():
         for state, value in saved[name].items():
-            if isinstance(value, torch.Tensor):
-                value = value.to(device)
-            elif isinstance(value, list):
-                value = [v.to(device) if isinstance(v, torch.Tensor) else v for v in value]
-            setattr(metric, state, value)
+            if state not in metric._defaults:
+                raise ValueError(f"checkpoint state {state!r} is not a state of metric {name!r}")
+            setattr(metric, state, list(value) if isinstance(value, list) else value)

@@ -69,9 +69,7 @@ def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
 
 
 def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
-    from medimg_bench.registry import create_model
-
-    from medimg_bench.registry import MODELS
+    from medimg_bench.registry import MODELS, create_model
 
     options = dict(mcfg.get("options") or {})
     if "generative" in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels

@@ -15,6 +15,7 @@ A run directory holds:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,132 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Results", "build_samples_table", "environment_info"]
+__all__ = ["Records", "Results", "build_samples_table", "environment_info", "redact_secrets",
+           "is_secret_key", "secret_values", "redact_files"]
 
 _KEY_COLUMNS = ["id", "patient_id", "class", "status", "error"]
+
+
+def _column(values: Any, n: int | None = None) -> np.ndarray:
+    """One column as a 1-D array: numeric arrays as they are, text and mixed values as objects."""
+    if hasattr(values, "detach"):  # torch tensor
+        values = values.detach().cpu().numpy()
+    if isinstance(values, np.ndarray):
+        values = values.reshape(-1) if values.ndim != 1 else values
+        return values.astype(object) if values.dtype.kind in "USO" else values
+    values = list(values)
+    if values and all(isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=bool)
+    if values and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=np.int64)
+    if values and all(v is None or (isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)))
+                      for v in values) and any(v is not None for v in values):
+        return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _as_chunk(rows: Any) -> dict[str, np.ndarray]:
+    """Rows (a list of dicts) or columns (a dict of equal-length sequences) → columns."""
+    if isinstance(rows, Mapping):
+        cols = {str(k): _column(v) for k, v in rows.items()}
+    else:
+        rows = list(rows)
+        keys: dict[str, None] = {}
+        for r in rows:
+            keys.update(dict.fromkeys(r))
+        cols = {k: _column([r.get(k) for r in rows]) for k in keys}
+    lengths = {k: len(v) for k, v in cols.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"per-sample record columns have different lengths: {lengths}")
+    return cols
+
+
+def _chunk_len(chunk: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(chunk.values()))) if chunk else 0
+
+
+class Records:
+    """Per-sample rows kept as one chunk of columns per batch (no Python dict per sample × class).
+
+    ``add`` accepts what ``Task.sample_records`` returns: a dict of equal-length columns (arrays,
+    tensors, lists) or a list of row dicts. ``to_frame`` concatenates the chunks once."""
+
+    def __init__(self, chunks: Sequence[Mapping[str, np.ndarray]] = ()) -> None:
+        self.chunks: list[dict[str, np.ndarray]] = [dict(c) for c in chunks if c and _chunk_len(c)]
+
+    def add(self, rows: Any) -> None:
+        chunk = _as_chunk(rows)
+        if chunk and _chunk_len(chunk):
+            self.chunks.append(chunk)
+
+    def __len__(self) -> int:
+        return sum(_chunk_len(c) for c in self.chunks)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Records]) -> Records:
+        return cls([c for p in parts for c in p.chunks])
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every column over all chunks (missing values: NaN for numbers, None otherwise)."""
+        names: dict[str, np.dtype] = {}
+        for c in self.chunks:
+            for k, v in c.items():
+                names.setdefault(k, v.dtype)
+        out: dict[str, np.ndarray] = {}
+        for k, dtype in names.items():
+            parts = []
+            for c in self.chunks:
+                if k in c:
+                    parts.append(c[k])
+                else:
+                    fill = np.full(_chunk_len(c), np.nan) if dtype.kind == "f" else np.full(_chunk_len(c), None, dtype=object)
+                    parts.append(fill)
+            out[k] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        if not self.chunks:
+            return pd.DataFrame({"id": pd.Series(dtype=str)})
+        return pd.DataFrame(self.columns())
+
+    def sorted_by(self, order: Mapping[str, int]) -> Records:
+        """The rows sorted (stably) by ``order[id]``, as one chunk."""
+        if not self.chunks:
+            return Records()
+        cols = self.columns()
+        key = np.asarray([order.get(i, len(order)) for i in cols["id"]], dtype=np.int64)
+        perm = np.argsort(key, kind="stable")
+        return Records([{k: v[perm] for k, v in cols.items()}])
+
+    def to_state(self, start: int = 0) -> list[dict[str, Any]]:
+        """Chunks ``start:`` in a form ``torch.load(weights_only=True)`` reads back exactly."""
+        import torch
+
+        out = []
+        for c in self.chunks[start:]:
+            enc: dict[str, Any] = {}
+            for k, v in c.items():
+                if v.dtype.kind in "biuf":
+                    enc[k] = torch.from_numpy(np.ascontiguousarray(v))
+                else:
+                    enc[k] = [x.item() if isinstance(x, np.generic) else x for x in v.tolist()]
+            out.append(enc)
+        return out
+
+    @classmethod
+    def from_state(cls, state: Sequence[Mapping[str, Any]]) -> Records:
+        return cls([{k: (v.numpy() if hasattr(v, "numpy") else _object(v)) for k, v in enc.items()}
+                    for enc in state])
+
+
+def _object(values: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def build_samples_table(
@@ -37,7 +161,10 @@ def build_samples_table(
     """Merge task records, per-sample metric values and failures into one long table."""
     from medimg_bench.engine.summary import metric_value_tables
 
-    table = pd.DataFrame(list(records)) if records else pd.DataFrame({"id": pd.Series(dtype=str)})
+    if isinstance(records, Records):
+        table = records.to_frame()
+    else:
+        table = pd.DataFrame(list(records)) if records else pd.DataFrame({"id": pd.Series(dtype=str)})
     for key, metric in metrics.items():
         if not metric.per_sample:
             continue
@@ -65,6 +192,102 @@ def build_samples_table(
     table["patient_id"] = table["id"].map(lambda i: patients.get(i, i))
     first = [c for c in _KEY_COLUMNS if c in table.columns]
     return table[first + [c for c in table.columns if c not in first]].reset_index(drop=True)
+
+
+_SECRET_TOKEN = re.compile(r"token(?!s|iz)")
+REDACTED = "***"
+
+
+def is_secret_key(key: str) -> bool:
+    """True for config keys that name a secret: ``api_key``, ``*_api_key``, ``*apikey*``,
+    ``*token*`` (not ``*tokens*``/``tokenizer``: counts and tokenizers are not secrets),
+    ``*secret*``, ``*password*``, ``authorization`` — case-insensitive. Keys that merely contain
+    ``key`` (``label_key``, ``api_key_env``, which names a variable) are not secrets."""
+    k = str(key).lower().lstrip("+~")
+    k = k.rsplit(".", 1)[-1]
+    return (k == "api_key" or k.endswith("_api_key") or "apikey" in k or bool(_SECRET_TOKEN.search(k))
+            or "secret" in k or "password" in k or "passwd" in k or k == "authorization")
+
+
+def secret_values(config: Any, overrides: Sequence[str] = ()) -> set[str]:
+    """The values under secret keys in ``config`` and in ``key=value`` overrides."""
+    found: set[str] = set()
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                if is_secret_key(str(k)) and v not in (None, "") and not isinstance(v, (Mapping, list, tuple)):
+                    found.add(str(v))
+                else:
+                    walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    walk(config)
+    for o in overrides:
+        if "=" in str(o):
+            k, v = str(o).split("=", 1)
+            if is_secret_key(k) and v.strip("'\"") not in ("", "null"):
+                found.add(v.strip("'\""))
+    return found
+
+
+def redact_secrets(obj: Any, values: set[str] | None = None) -> Any:
+    """A copy of ``obj`` (dicts, lists, strings) with the values of secret keys, ``key=value``
+    strings of secret keys and any occurrence of a known secret value replaced by ``***``."""
+    values = {v for v in (values if values is not None else secret_values(obj)) if len(v) >= 4}
+
+    def scrub(text: str) -> str:
+        if "=" in text:
+            k, _ = text.split("=", 1)
+            if is_secret_key(k.strip()):
+                return f"{k}={REDACTED}"
+        for v in values:
+            if v in text:
+                text = text.replace(v, REDACTED)
+        return text
+
+    def walk(o: Any) -> Any:
+        if isinstance(o, Mapping):
+            return {k: (REDACTED if is_secret_key(str(k)) and v is not None and not isinstance(v, Mapping)
+                        else walk(v)) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [walk(v) for v in o]
+        if isinstance(o, str):
+            return scrub(o)
+        return o
+
+    return walk(obj)
+
+
+def redact_files(paths: Sequence[str | Path], values: set[str]) -> None:
+    """Rewrite YAML files (Hydra's ``.hydra/*.yaml``, ``multirun.yaml``) with secrets replaced
+    by ``***``, atomically (temporary file, then rename)."""
+    import os
+
+    import yaml
+
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        if data is not None:
+            new = yaml.safe_dump(redact_secrets(data, values), sort_keys=False, allow_unicode=True)
+        else:
+            new = text
+        for v in values:
+            if len(v) >= 4:
+                new = new.replace(v, REDACTED)
+        if new != text:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(new)
+            os.replace(tmp, path)
 
 
 def environment_info() -> dict[str, Any]:
@@ -121,6 +344,8 @@ class Results:
     manifest: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict, repr=False)
     run_dir: Path | None = None
+    #: records, failures, ids, patients and subgroup labels of the run (what a merge of shards needs)
+    parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def per_sample_metric_columns(self) -> list[str]:
         """Columns of :attr:`samples` holding per-sample metric values."""
@@ -142,7 +367,7 @@ class Results:
         (run_dir / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
         if config is not None:
-            manifest["config"] = config
+            manifest["config"] = redact_secrets(config)
         (run_dir / "manifest.json").write_text(json.dumps(_jsonable(manifest), indent=2))
         if plots and self.task is not None:
             plot_dir = run_dir / "plots"

@@ -4,6 +4,8 @@ on the device the predictions are on."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -13,14 +15,16 @@ from typing import Any
 
 import torch
 
-from medimg_bench.engine.results import Results, build_samples_table
+from medimg_bench.engine.results import Records, Results, build_samples_table
 from medimg_bench.engine.summary import summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
 from medimg_bench.sample import collate, decollate
 from medimg_bench.tasks.base import Task
 
-__all__ = ["evaluate", "resolve_device"]
+__all__ = ["evaluate", "resolve_device", "parse_shard", "shard_of", "model_fingerprint"]
+
+log = logging.getLogger(__name__)
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -54,7 +58,9 @@ class _SafeDataset(torch.utils.data.Dataset):
         except Exception as exc:
             if self.fail_fast:
                 raise
-            return _Failure(id=self._sid(index), stage="load", error=f"{type(exc).__name__}: {exc}")
+            # a dataset may tag its errors (``exc.stage = "target"`` for an unreadable label)
+            return _Failure(id=self._sid(index), stage=str(getattr(exc, "stage", "load")),
+                            error=f"{type(exc).__name__}: {exc}")
 
 
 def _split_collate(items: Sequence[Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -64,18 +70,104 @@ def _split_collate(items: Sequence[Any]) -> tuple[dict[str, Any] | None, list[di
 
 
 def _snapshot(metric: Metric) -> dict[str, Any]:
-    return {
-        k: (len(getattr(metric, k)) if isinstance(getattr(metric, k), list) else getattr(metric, k).clone())
-        for k in metric._defaults
-    }
+    """What a failed update must be rolled back to: the length of each ``cat`` list (no copy of
+    the growing states) and a copy of the fixed-size tensor states."""
+    snap: dict[str, Any] = {}
+    for k in metric._defaults:
+        v = getattr(metric, k)
+        snap[k] = len(v) if isinstance(v, list) else (v.clone() if isinstance(v, torch.Tensor) else v)
+    return snap
 
 
 def _restore(metric: Metric, snap: Mapping[str, Any]) -> None:
     for k, v in snap.items():
-        if isinstance(v, int):
+        if isinstance(v, int) and isinstance(getattr(metric, k), list):
             del getattr(metric, k)[v:]
         else:
             setattr(metric, k, v)
+
+
+def _staged(stage: str, exc: BaseException) -> BaseException:
+    """Tag ``exc`` with the stage that failed unless an inner layer already did."""
+    if not hasattr(exc, "_mb_stage"):
+        try:
+            exc._mb_stage = str(getattr(exc, "stage", stage))  # type: ignore[attr-defined]
+        except AttributeError:  # exceptions with __slots__
+            pass
+    return exc
+
+
+def parse_shard(shard: str | Sequence[int] | None) -> tuple[int, int] | None:
+    """``"i/n"`` (or ``(i, n)``) → ``(i, n)`` with ``0 <= i < n``; ``ValueError`` otherwise."""
+    if shard is None or shard == "":
+        return None
+    if isinstance(shard, str):
+        parts = shard.split("/")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            i, n = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise ValueError(f"shard={shard!r}: expected 'i/n' with integers, 0 <= i < n "
+                             "(e.g. shard=0/3, shard=1/3, shard=2/3)") from None
+    else:
+        i, n = (int(x) for x in shard)
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"shard={i}/{n}: the shard index must satisfy 0 <= i < n "
+                         f"(for n={n}: 0..{max(n - 1, 0)}); shards are numbered from 0")
+    return i, n
+
+
+def shard_of(sample_id: str, n: int) -> int:
+    """The shard (``0..n-1``) of a sample: BLAKE2b of its id, so it is the same in every process,
+    on every machine and in every Python version (unlike ``hash()``)."""
+    digest = hashlib.blake2b(str(sample_id).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % n
+
+
+def model_fingerprint(model: Any) -> dict[str, Any]:
+    """What produced the predictions (see ``ModelAdapter.fingerprint``); generative adapters add
+    their default generation settings. A model without ``fingerprint()`` is known by its name."""
+    fp = getattr(model, "fingerprint", None)
+    if callable(fp):
+        out = dict(fp())
+        settings = getattr(model, "settings", None)
+        if settings is not None and hasattr(settings, "to_dict"):
+            out.setdefault("settings", settings.to_dict())
+        return out
+    name = getattr(model, "name", type(model).__name__)
+    return {"name": name, "class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "note": "the model has no fingerprint(): only its name and class are checked on resume"}
+
+
+def _settings(obj: Any) -> str:
+    """An object's class and public options (not its states), as a string."""
+    opts = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+    return f"{type(obj).__name__}{sorted((k, repr(v)) for k, v in opts.items())}"
+
+
+def _ids_of(dataset: Any) -> list[str]:
+    """Every sample id in dataset order (from the manifest when there is one)."""
+    manifest = getattr(dataset, "manifest", None)
+    if manifest is not None and "id" in getattr(manifest, "columns", ()) and len(manifest) == len(dataset):
+        return manifest["id"].astype(str).tolist()
+    sample_id = getattr(dataset, "sample_id", None)
+    return [sample_id(i) if callable(sample_id) else f"index_{i}" for i in range(len(dataset))]
+
+
+def _move_restored(metric: Metric, n_restored: Mapping[str, int]) -> bool:
+    """After the first update that follows a resume, put the restored items of each ``cat``
+    state on the device of the items the metric has just added; True when done."""
+    for k, n in n_restored.items():
+        lst = getattr(metric, k)
+        if not isinstance(lst, list) or len(lst) <= n:
+            continue
+        new = lst[n]
+        if isinstance(new, torch.Tensor):
+            for j in range(n):
+                if isinstance(lst[j], torch.Tensor) and lst[j].device != new.device:
+                    lst[j] = lst[j].to(new.device)
+    return True
 
 
 def _progress(enabled: bool, total: int, label: str) -> Any:
@@ -108,6 +200,8 @@ def evaluate(
     subgroups: Sequence[str] = (),
     checkpoint: str | Path | None = None,
     checkpoint_every: int = 20,
+    checkpoint_interval_s: float = 0.0,
+    shard: str | Sequence[int] | None = None,
 ) -> Results:
     """Run ``model`` over ``dataset`` once and score it.
 
@@ -118,14 +212,23 @@ def evaluate(
         metrics: ``{name: options}`` for registered metrics, or ready ``Metric`` objects.
         amp: autocast to bfloat16 (CPU) / float16 (CUDA) during inference.
         fail_fast: re-raise the first failing sample instead of recording it and going on.
-        checkpoint: file to save progress to every ``checkpoint_every`` batches; if it exists,
-            the run resumes from it (single process only). The caller deletes it when done.
+        checkpoint: a directory to save progress to every ``checkpoint_every`` batches (and at
+            most once per ``checkpoint_interval_s`` seconds); each save appends only what is new
+            (linear total cost). If it holds a checkpoint of the same run (same dataset, task,
+            model fingerprint, metrics, AMP and shard) the run resumes from it; any difference is
+            an error naming the fields. Under ``torchrun`` each rank keeps its own part. The
+            caller deletes it when the results are written.
+        shard: ``"i/n"``: evaluate only the samples whose id hashes to shard ``i`` of ``n``
+            (:func:`shard_of`); merge the shards' run directories with ``medimg-bench merge``.
         subgroups: manifest columns (``sex``, ``site``, ``age`` binned…) to break every metric
             down by, with gaps and the equity-scaled score (``summary["subgroups"]``).
         n_resamples, confidence, seed: bootstrap settings for the summary's intervals
             (clustered by ``patient_id``).
 
     Returns :class:`Results` (per-sample table, summary, manifest); nothing is written to disk.
+    ``manifest["wall_time_s"]`` is the total over every segment of a resumed run
+    (``manifest["segments"]``); ``manifest["timings_s"]`` splits the last one into loop, table
+    and summary.
     """
     task_obj = create_task(task) if isinstance(task, str) else task
     classes = getattr(dataset, "classes", None)
@@ -135,6 +238,7 @@ def evaluate(
             m.reset()
     else:
         metric_objs = task_obj.build_metrics(metrics, classes)  # type: ignore[arg-type]
+    shard_spec = parse_shard(shard)
     dev = resolve_device(device)
     model.to(dev)
     model.eval()
@@ -143,33 +247,52 @@ def evaluate(
     from medimg_bench.engine.distributed import ShardSampler, gather_lists, world
 
     rank, world_size = world()
-    records: list[dict[str, Any]] = []
+    records = Records()
     failures: list[dict[str, Any]] = []
     done: list[str] = []
-    sampler: Any = ShardSampler(len(dataset)) if world_size > 1 else None
-    ckpt_key: dict[str, Any] = {}
-    if checkpoint is not None and world_size > 1:
-        raise ValueError("checkpoint/resume is supported in single-process runs only")
+    all_ids: list[str] | None = None
+    indices: list[int] | None = None  # None: every index, in order
+    if shard_spec is not None:
+        all_ids = _ids_of(dataset)
+        i_shard, n_shard = shard_spec
+        indices = [i for i, sid in enumerate(all_ids) if shard_of(sid, n_shard) == i_shard]
+    if world_size > 1:
+        base = indices if indices is not None else range(len(dataset))
+        indices = [base[j] for j in ShardSampler(len(base))]
+    ckpt = None
+    segments: list[dict[str, Any]] = []
+    pending_restore: dict[str, dict[str, int]] = {}
     if checkpoint is not None:
-        from medimg_bench.engine.checkpoint import load_checkpoint, restore_metrics
+        from medimg_bench.engine.checkpoint import Checkpoint
 
         ckpt_key = {
             "dataset": dataset.fingerprint() if hasattr(dataset, "fingerprint") else str(len(dataset)),
-            "task": task_obj.name,
-            "model": getattr(model, "name", type(model).__name__),
+            "task": _settings(task_obj),
+            "model": model_fingerprint(model),
             "metrics": {k: _metric_settings(m) for k, m in sorted(metric_objs.items())},
+            "amp": bool(amp),
+            "shard": list(shard_spec) if shard_spec else None,
         }
-        saved = load_checkpoint(checkpoint, key=ckpt_key)
+        ckpt = Checkpoint(checkpoint, key=ckpt_key, rank=rank, world_size=world_size)
+        saved = ckpt.load()
         if saved is not None:
-            restore_metrics(metric_objs, saved["metrics"], dev)
+            from medimg_bench.engine.checkpoint import restore_metrics
+
+            restore_metrics(metric_objs, saved["metrics"])  # on the CPU; moved on first update
+            pending_restore = {k: {s: len(v) for s, v in saved["metrics"][k].items() if isinstance(v, list)}
+                               for k in metric_objs}
             records, failures, done = saved["records"], saved["failures"], saved["done"]
+            segments = saved["segments"]
+            ckpt.mark_saved(done=done, records=records, failures=failures, metrics=metric_objs)
             seen = set(done)
-            ids_of = getattr(dataset, "sample_id", lambda i: f"index_{i}")
-            sampler = [i for i in range(len(dataset)) if ids_of(i) not in seen]
+            all_ids = all_ids if all_ids is not None else _ids_of(dataset)
+            base = indices if indices is not None else range(len(dataset))
+            indices = [i for i in base if all_ids[i] not in seen]
+        ckpt.begin_segment(start.isoformat(), index=len(segments))
     loader = torch.utils.data.DataLoader(
         _SafeDataset(dataset, fail_fast),
         batch_size=batch_size,
-        sampler=sampler,
+        sampler=indices,
         shuffle=False,
         num_workers=num_workers,
         collate_fn=_split_collate,
@@ -177,23 +300,38 @@ def evaluate(
     )
     amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
 
+    def autocast() -> Any:
+        return torch.autocast(dev.type, dtype=amp_dtype) if amp else contextlib.nullcontext()
+
     def run_batch(batch: dict[str, Any]) -> None:
-        with torch.inference_mode(), torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):
-            outputs = task_obj.predict(model, batch)
-        preds, targets = task_obj.metric_inputs(batch, outputs)
+        try:
+            with torch.inference_mode(), autocast():
+                outputs = task_obj.predict(model, batch)
+        except Exception as exc:
+            _staged("predict", exc)
+            raise
+        try:
+            preds, targets = task_obj.metric_inputs(batch, outputs)
+        except Exception as exc:
+            _staged("target", exc)
+            raise
         snaps = {k: _snapshot(m) for k, m in metric_objs.items()}
         try:
-            for metric in metric_objs.values():
+            for k, metric in metric_objs.items():
                 metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
+                if k in pending_restore and _move_restored(metric, pending_restore[k]):
+                    del pending_restore[k]
             rows = task_obj.sample_records(batch, outputs, classes)
-        except Exception:
+        except Exception as exc:
             for k, m in metric_objs.items():
                 _restore(m, snaps[k])
+            _staged("metric", exc)
             raise
-        records.extend(rows)
+        records.add(rows)
 
     label = name or getattr(dataset, "name", "eval")
     n_todo = len(loader.sampler)
+    last_save = time.perf_counter()
     with _progress(progress and rank == 0, len(done) + n_todo, label) as bar:
         bar_task = bar.add_task(label, total=len(done) + n_todo, completed=len(done)) if bar is not None else None
         for n_batch, (batch, failed) in enumerate(loader, start=1):
@@ -213,43 +351,57 @@ def evaluate(
                             except Exception as exc1:
                                 failures.append(_predict_failure(single["id"], exc1))
             done.extend([*(batch["id"] if batch else []), *(f["id"] for f in failed)])
-            if checkpoint is not None and n_batch % max(1, checkpoint_every) == 0:
-                from medimg_bench.engine.checkpoint import save_checkpoint
-
-                save_checkpoint(checkpoint, key=ckpt_key, done=done, records=records,
-                                failures=failures, metrics=metric_objs)
+            if (ckpt is not None and n_batch % max(1, checkpoint_every) == 0
+                    and time.perf_counter() - last_save >= checkpoint_interval_s):
+                ckpt.save(done=done, records=records, failures=failures, metrics=metric_objs,
+                          elapsed_s=time.perf_counter() - t0)
+                last_save = time.perf_counter()
             if bar is not None:
                 bar.update(bar_task, advance=(len(batch["id"]) if batch else 0) + len(failed))
+    t_loop = time.perf_counter() - t0
 
-    for metric in metric_objs.values():
-        metric.sync()
-    records = gather_lists(records)
-    failures = gather_lists(failures)
-    order = _dataset_order(dataset)
-    if world_size > 1:  # back to dataset order: results equal a single-process run exactly
-        records.sort(key=lambda r: order.get(r["id"], len(order)))
-        failures.sort(key=lambda r: order.get(r["id"], len(order)))
+    if world_size > 1:
         for metric in metric_objs.values():
-            _reorder_states(metric, order)
+            metric.sync()
+        records = Records.concat(gather_lists([records]))
+        failures = gather_lists(failures)
+    order: dict[str, int] | None = None
+    if world_size > 1 or failures or shard_spec is not None:
+        all_ids = all_ids if all_ids is not None else _ids_of(dataset)
+        order = {sid: i for i, sid in enumerate(all_ids)}
+        failures.sort(key=lambda r: order.get(r["id"], len(order)))  # type: ignore[union-attr]
+    if world_size > 1:  # back to dataset order: results equal a single-process run exactly
+        records = records.sorted_by(order)  # type: ignore[arg-type]
+        for metric in metric_objs.values():
+            _reorder_states(metric, order)  # type: ignore[arg-type]
     patients = _patients(dataset)
+    t1 = time.perf_counter()
     samples = build_samples_table(records, metric_objs, failures, patients)
+    t2 = time.perf_counter()
     summary = summarize(
         metric_objs, samples, patients=patients, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
+    subgroup_map: dict[str, dict[str, str]] = {}
     if subgroups:
         from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
 
         manifest_df = getattr(dataset, "manifest", None)
         if manifest_df is None:
             raise ValueError("subgroups need a dataset with a manifest (a ManifestDataset)")
+        subgroup_map = {attr: subgroup_labels(manifest_df, attr) for attr in subgroups}
         summary["subgroups"] = {
-            attr: subgroup_summary(metric_objs, subgroup_labels(manifest_df, attr)) for attr in subgroups
+            attr: subgroup_summary(metric_objs, subgroup_map[attr]) for attr in subgroups
         }
+    t3 = time.perf_counter()
     end = datetime.now(timezone.utc)
+    segment = {"index": len(segments), "start_time": start.isoformat(), "end_time": end.isoformat(),
+               "wall_time_s": round(t3 - t0, 3)}
+    all_segments = [*segments, segment]
     manifest = {
         "name": label,
         "task": task_obj.name,
         "model": getattr(model, "name", type(model).__name__),
+        "model_fingerprint": model_fingerprint(model) if ckpt is None else ckpt.key["model"],
         "dataset": {
             "name": getattr(dataset, "name", type(dataset).__name__),
             "n_samples": len(dataset),
@@ -259,20 +411,33 @@ def evaluate(
         "device": _device_name(dev),
         "amp": amp,
         "batch_size": batch_size,
-        "start_time": start.isoformat(),
+        "start_time": all_segments[0]["start_time"],
         "end_time": end.isoformat(),
-        "wall_time_s": round(time.perf_counter() - t0, 3),
+        "wall_time_s": round(sum(float(sg["wall_time_s"]) for sg in all_segments), 3),
+        "segments": all_segments,
+        "timings_s": {"loop": round(t_loop, 3), "table": round(t2 - t1, 3), "summary": round(t3 - t2, 3)},
         "seed": seed,
     }
-    return Results(
+    if shard_spec is not None:
+        manifest["shard"] = {"index": shard_spec[0], "count": shard_spec[1], "n_selected": len(done)}
+    results = Results(
         name=label, task=task_obj, samples=samples, summary=summary, manifest=manifest, metrics=metric_objs
     )
+    results.parts = {  # what `medimg-bench merge` needs to rebuild a single run from shards
+        "records": records, "failures": failures, "patients": patients,
+        "ids": all_ids if all_ids is not None else None, "subgroups": subgroup_map,
+        "settings": {"n_resamples": n_resamples, "confidence": confidence, "seed": seed},
+    }
+    return results
 
 
 def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
+    """A failure record for a sample whose prediction, targets or metric update failed, tagged
+    with the stage (``predict``, ``target``, ``metric``)."""
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    return {"id": sample_id, "stage": "predict", "error": f"{type(exc).__name__}: {exc}{where}"}
+    stage = getattr(exc, "_mb_stage", "predict")
+    return {"id": sample_id, "stage": stage, "error": f"{type(exc).__name__}: {exc}{where}"}
 
 
 def _metric_settings(metric: Metric) -> str:
@@ -280,13 +445,6 @@ def _metric_settings(metric: Metric) -> str:
     must not be resumed."""
     opts = {k: v for k, v in vars(metric).items() if k not in metric._defaults and not k.startswith("_")}
     return f"{type(metric).__name__}{sorted((k, repr(v)) for k, v in opts.items())}"
-
-
-def _dataset_order(dataset: Any) -> dict[str, int]:
-    sample_id = getattr(dataset, "sample_id", None)
-    if not callable(sample_id):
-        return {}
-    return {sample_id(i): i for i in range(len(dataset))}
 
 
 def _reorder_states(metric: Metric, order: dict[str, int]) -> None:

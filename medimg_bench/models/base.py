@@ -2,31 +2,60 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["ModelAdapter", "load_checkpoint"]
+__all__ = ["ModelAdapter", "load_checkpoint", "state_dict_sha256"]
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """The state dict in ``path``; ``ValueError`` naming the file and the reason otherwise."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"checkpoint {str(path)!r} is empty (0 bytes): the file was not written "
+                         "completely; copy or save it again")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        if head[:2] == b"PK" or head[:1] == b"\x80":  # a zip (torch.save) or a raw pickle
+            raise ValueError(
+                f"checkpoint {str(path)!r} is not a safetensors file: it is a pickle-based "
+                "torch.save file with a .safetensors name; rename it to .pt (it is then read with "
+                "weights_only=True) or convert it with safetensors.torch.save_file"
+            )
+        try:
+            return load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ValueError(f"checkpoint {str(path)!r} is not a valid safetensors file "
+                             f"({size} bytes): {exc}") from exc
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r} could not be loaded safely ({size} bytes, "
+                         f"read with weights_only=True): {type(exc).__name__}: {exc}") from exc
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"checkpoint {str(path)!r} holds a {type(state).__name__}, not a state dict")
+    return state
 
 
 def load_checkpoint(module: torch.nn.Module, path: str | Path, *, strict: bool = True) -> None:
     """Load weights into ``module`` from a ``.safetensors`` file or a ``torch.save`` state dict
-    (read with ``weights_only=True``: no arbitrary code from checkpoints)."""
+    (read with ``weights_only=True``: no arbitrary code from checkpoints). Errors name the file
+    and the reason (missing, empty, pickle-based file under a .safetensors name, mismatch)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        state = load_file(str(path))
-    else:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise ValueError(f"checkpoint {str(path)!r} could not be loaded safely: {exc}") from exc
-        if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-            state = state["state_dict"]
+    if path.is_dir():
+        raise ValueError(f"checkpoint {str(path)!r} is a directory, not a weights file")
+    state = _read_state(path)
     try:
         missing, unexpected = module.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # shape mismatches raise even with strict=False
@@ -36,6 +65,21 @@ def load_checkpoint(module: torch.nn.Module, path: str | Path, *, strict: bool =
             f"checkpoint {str(path)!r} does not match the model: missing {list(missing)[:5]}, "
             f"unexpected {list(unexpected)[:5]}"
         )
+
+
+def state_dict_sha256(module: torch.nn.Module) -> str:
+    """SHA-256 over the names, dtypes, shapes and bytes of ``module``'s state dict (hex).
+
+    The same weights give the same digest whether they came from training, a ``.pt`` or a
+    ``.safetensors`` file, on any device."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach()
+        h.update(f"{name}|{str(t.dtype)}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            t = t.to("cpu").contiguous()
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 class ModelAdapter:
@@ -48,6 +92,24 @@ class ModelAdapter:
         self.module = module
         self.name = name or type(module).__name__
         self.device = torch.device("cpu")
+        #: how the network was built (factory arguments); set by the registered factories
+        self.config: dict[str, Any] = {"module": f"{type(module).__module__}.{type(module).__qualname__}"}
+
+    def prediction_options(self) -> dict[str, Any]:
+        """Adapter options that change predictions (overridden by subclasses)."""
+        return {}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What produced the predictions: adapter class, name, architecture config, options that
+        change predictions and the SHA-256 of the weights (:func:`state_dict_sha256`). A resumed
+        run must match it field by field."""
+        return {
+            "adapter": type(self).__name__,
+            "name": self.name,
+            "config": {k: _plain(v) for k, v in sorted(self.config.items())},
+            "options": {k: _plain(v) for k, v in sorted(self.prediction_options().items())},
+            "weights_sha256": state_dict_sha256(self.module),
+        }
 
     def to(self, device: str | torch.device) -> ModelAdapter:
         self.device = torch.device(device)
@@ -83,3 +145,14 @@ class ModelAdapter:
     def __repr__(self) -> str:
         n = sum(p.numel() for p in self.module.parameters())
         return f"{type(self).__name__}(name={self.name!r}, params={n:,}, device={self.device})"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-like form of a config value (tuples → lists, paths → str)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

@@ -23,6 +23,9 @@ class ClassifierAdapter(ModelAdapter):
         super().__init__(module, name=name)
         self.multilabel = multilabel
 
+    def prediction_options(self) -> dict[str, Any]:
+        return {"multilabel": self.multilabel}
+
     def forward_batch(self, batch: dict[str, Any]) -> torch.Tensor:
         return self.module(self.images(batch))
 
@@ -55,4 +58,7 @@ def timm_classifier(
     )
     if checkpoint:
         load_checkpoint(module, checkpoint)
-    return ClassifierAdapter(module, multilabel=multilabel, name=f"timm/{model_name}")
+    adapter = ClassifierAdapter(module, multilabel=multilabel, name=f"timm/{model_name}")
+    adapter.config = {"factory": "timm", "model_name": model_name, "num_classes": num_classes,
+                      "in_channels": in_channels, **timm_kwargs}
+    return adapter

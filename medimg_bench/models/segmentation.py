@@ -16,8 +16,9 @@ __all__ = ["SegmenterAdapter", "monai_unet", "monai_net"]
 
 
 class SegmenterAdapter(ModelAdapter):
-    """Wraps a network returning ``(B, K, *spatial)`` logits. ``predict`` gives ``probs`` and the
-    argmax ``labels`` map. Inputs are padded to a multiple of ``divisor`` and cropped back, or run
+    """Wraps a network returning ``(B, K, *spatial)`` logits. ``predict`` gives the argmax
+    ``labels`` map, taken from the logits (no softmax), plus the softmax ``probs`` only when
+    ``return_probs=True``. Inputs are padded to a multiple of ``divisor`` and cropped back, or run
     with MONAI's sliding window when ``roi_size`` is set."""
 
     task = "segmentation"
@@ -30,6 +31,7 @@ class SegmenterAdapter(ModelAdapter):
         roi_size: Sequence[int] | None = None,
         sw_batch_size: int = 4,
         overlap: float = 0.25,
+        return_probs: bool = False,
         name: str = "",
     ) -> None:
         super().__init__(module, name=name)
@@ -37,6 +39,12 @@ class SegmenterAdapter(ModelAdapter):
         self.roi_size = tuple(roi_size) if roi_size else None
         self.sw_batch_size = sw_batch_size
         self.overlap = overlap
+        self.return_probs = return_probs
+
+    def prediction_options(self) -> dict[str, Any]:
+        # sliding-window settings change the logits; return_probs does not change the labels
+        return {"divisor": self.divisor, "roi_size": self.roi_size,
+                "sw_batch_size": self.sw_batch_size, "overlap": self.overlap}
 
     def _padded_forward(self, x: torch.Tensor) -> torch.Tensor:
         spatial = x.shape[2:]
@@ -60,6 +68,8 @@ class SegmenterAdapter(ModelAdapter):
             )
         else:
             logits = self._padded_forward(x)
+        if not self.return_probs:  # softmax is monotonic: the same argmax, one pass less
+            return {"labels": logits.argmax(1)}
         probs = torch.softmax(logits.float(), dim=1)
         return {"probs": probs, "labels": probs.argmax(1)}
 
@@ -75,6 +85,7 @@ def monai_unet(
     num_res_units: int = 1,
     roi_size: Sequence[int] | None = None,
     checkpoint: str | Path | None = None,
+    return_probs: bool = False,
 ) -> SegmenterAdapter:
     """MONAI ``UNet`` with ``num_classes`` output channels (background included)."""
     from monai.networks.nets import UNet
@@ -90,7 +101,12 @@ def monai_unet(
     if checkpoint:
         load_checkpoint(module, checkpoint)
     divisor = int(math.prod(strides))
-    return SegmenterAdapter(module, divisor=divisor, roi_size=roi_size, name="monai/UNet")
+    adapter = SegmenterAdapter(module, divisor=divisor, roi_size=roi_size, return_probs=return_probs,
+                               name="monai/UNet")
+    adapter.config = {"factory": "monai_unet", "num_classes": num_classes, "in_channels": in_channels,
+                      "spatial_dims": spatial_dims, "channels": list(channels),
+                      "strides": list(strides), "num_res_units": num_res_units}
+    return adapter
 
 
 @register_model("monai_net", tags=("segmentation", "monai"))
@@ -102,6 +118,7 @@ def monai_net(
     divisor: int = 16,
     roi_size: Sequence[int] | None = None,
     checkpoint: str | Path | None = None,
+    return_probs: bool = False,
     **net_kwargs: Any,
 ) -> SegmenterAdapter:
     """Any network in ``monai.networks.nets`` by class name (``SegResNet``, ``SwinUNETR``,
@@ -113,4 +130,8 @@ def monai_net(
     module = getattr(nets, net)(in_channels=in_channels, out_channels=num_classes, **net_kwargs)
     if checkpoint:
         load_checkpoint(module, checkpoint)
-    return SegmenterAdapter(module, divisor=divisor, roi_size=roi_size, name=f"monai/{net}")
+    adapter = SegmenterAdapter(module, divisor=divisor, roi_size=roi_size, return_probs=return_probs,
+                               name=f"monai/{net}")
+    adapter.config = {"factory": "monai_net", "net": net, "num_classes": num_classes,
+                      "in_channels": in_channels, **net_kwargs}
+    return adapter

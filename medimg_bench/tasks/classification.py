@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from medimg_bench.registry import register_task
@@ -37,33 +38,42 @@ class ClassificationTask(Task):
         )
         return (loss * known).sum() / known.sum().clamp_min(1)
 
-    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
-        probs = outputs["probs"]
-        if not bool(torch.isfinite(probs).all()):  # fails this batch; the runner isolates the sample
-            raise ValueError("model returned NaN or inf scores")
-        return probs, torch.as_tensor(batch["label"]).to(probs.device)
-
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
         return {"class_names": list(classes)} if classes else {}
 
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        probs = outputs["probs"]
+        if not bool(torch.isfinite(probs).all()):  # fails this batch; the runner isolates the sample
+            err = ValueError("model returned NaN or inf scores")
+            err.stage = "predict"  # type: ignore[attr-defined]  # the model's fault, not the target's
+            raise err
+        return probs, torch.as_tensor(batch["label"]).to(probs.device)
+
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
+        """Columns for the batch, one row per sample × class: ``id``, ``class``, ``score``,
+        ``label`` (1/0, NaN = unlabelled), built with array operations."""
         probs = outputs["probs"].detach().float().cpu()
         labels = torch.as_tensor(batch["label"]).cpu()
-        k = probs.shape[1]
+        b, k = probs.shape
         names = list(classes) if classes and len(classes) == k else [str(i) for i in range(k)]
-        rows = []
-        for i, sid in enumerate(batch["id"]):
-            for j, cname in enumerate(names):
-                if self.multilabel:
-                    y = float(labels[i, j])
-                elif labels[i].isnan() if labels.is_floating_point() else False:
-                    y = float("nan")  # unlabelled
-                else:
-                    y = float(int(labels[i]) == j)
-                rows.append({"id": sid, "class": cname, "score": float(probs[i, j]), "label": y})
-        return rows
+        if self.multilabel:
+            y = labels.reshape(b, k).numpy().astype(np.float64)
+        else:  # one-hot of the class index; NaN rows for unlabelled samples
+            lab = labels.reshape(b).double()
+            y = (lab[:, None] == torch.arange(k, dtype=torch.float64)[None, :]).double()
+            if labels.is_floating_point():
+                y[lab.isnan()] = float("nan")
+            y = y.numpy()
+        ids = np.empty(b, dtype=object)
+        ids[:] = list(batch["id"])
+        return {
+            "id": np.repeat(ids, k),
+            "class": np.tile(np.asarray(names, dtype=object), b),
+            "score": probs.numpy().astype(np.float64).reshape(-1),
+            "label": y.reshape(-1),
+        }
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
         from medimg_bench.engine.report import plot_roc

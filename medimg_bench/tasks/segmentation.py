@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from medimg_bench.metrics.base import Metric
@@ -58,31 +59,32 @@ class SegmentationTask(Task):
 
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
+        """Columns for the batch, one row per sample × class (background left out unless
+        included): voxel counts of target and prediction and their volumes in mL."""
         pred = outputs["labels"]
         target = torch.as_tensor(batch["mask"]).to(pred.device)
         k = len(classes) if classes else int(max(pred.max(), target.max())) + 1
         names = list(classes) if classes else [str(i) for i in range(k)]
         b = pred.shape[0]
-        pc = torch.stack([torch.bincount(pred[i].flatten(), minlength=k)[:k] for i in range(b)]).cpu()
-        tc = torch.stack([torch.bincount(target[i].flatten(), minlength=k)[:k] for i in range(b)]).cpu()
+        pc = _counts(pred, k, b).cpu().numpy()
+        tc = _counts(target, k, b).cpu().numpy()
         first = 0 if self.include_background else 1
-        rows = []
-        for i, sid in enumerate(batch["id"]):
+        voxel_ml = np.empty(b, dtype=np.float64)
+        for i in range(b):
             spacing = (batch["meta"][i] or {}).get("spacing")
-            voxel_ml = math.prod(float(s) for s in spacing) / 1000.0 if spacing else float("nan")
-            for c in range(first, k):
-                rows.append(
-                    {
-                        "id": sid,
-                        "class": names[c],
-                        "target_voxels": int(tc[i, c]),
-                        "pred_voxels": int(pc[i, c]),
-                        "target_ml": float(tc[i, c]) * voxel_ml,
-                        "pred_ml": float(pc[i, c]) * voxel_ml,
-                    }
-                )
-        return rows
+            voxel_ml[i] = math.prod(float(s) for s in spacing) / 1000.0 if spacing else float("nan")
+        ids = np.empty(b, dtype=object)
+        ids[:] = list(batch["id"])
+        tc, pc = tc[:, first:], pc[:, first:]
+        return {
+            "id": np.repeat(ids, k - first),
+            "class": np.tile(np.asarray(names[first:], dtype=object), b),
+            "target_voxels": tc.reshape(-1),
+            "pred_voxels": pc.reshape(-1),
+            "target_ml": (tc.astype(np.float64) * voxel_ml[:, None]).reshape(-1),
+            "pred_ml": (pc.astype(np.float64) * voxel_ml[:, None]).reshape(-1),
+        }
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
         from medimg_bench.engine.report import plot_per_class
@@ -93,3 +95,12 @@ class SegmentationTask(Task):
             if path:
                 written.append(path)
         return written
+
+
+def _counts(labels: torch.Tensor, k: int, b: int) -> torch.Tensor:
+    """``(B, k)`` voxel counts of labels ``0..k-1`` per case in one ``bincount`` (labels outside
+    the range are not counted)."""
+    flat = labels.reshape(b, -1).long()
+    offset = torch.arange(b, device=flat.device)[:, None] * k
+    idx = torch.where((flat >= 0) & (flat < k), flat + offset, b * k)
+    return torch.bincount(idx.reshape(-1), minlength=b * k + 1)[: b * k].reshape(b, k)

@@ -1,11 +1,15 @@
-"""An interrupted evaluation resumes from its checkpoint and ends with the uninterrupted numbers."""
+"""An interrupted evaluation resumes from its checkpoint and ends with the uninterrupted numbers;
+the checkpoint is keyed to what produced the predictions, costs a linear total and restores
+onto any device."""
 
 import pandas as pd
 import pytest
 import torch
 
 from medimg_bench.datasets import create
+from medimg_bench.engine.checkpoint import Checkpoint
 from medimg_bench.engine.runner import evaluate
+from medimg_bench.registry import create_model
 
 
 class CountingModel:
@@ -46,25 +50,137 @@ def _run(model, ds, ckpt, **kw):
 
 def test_resume_after_interruption_gives_the_uninterrupted_result(cxr, tmp_path):
     reference = _run(CountingModel(), cxr, None)
-    ckpt = tmp_path / "run" / "checkpoint.pt"
+    ckpt = tmp_path / "run" / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
         _run(CountingModel(crash_at_call=3), cxr, ckpt)
-    assert ckpt.exists()
+    assert sorted(p.name for p in ckpt.iterdir()) == ["part-000001.pt", "part-000002.pt"]
     resumed_model = CountingModel()
     resumed = _run(resumed_model, cxr, ckpt)
     # only the batches after the last checkpoint were predicted again
     assert len(resumed_model.seen) == len(cxr) - 1 - 5  # 14 samples, 1 unreadable, 5 done before
     assert resumed.summary == reference.summary
-    pd.testing.assert_frame_equal(resumed.samples, reference.samples)
+    pd.testing.assert_frame_equal(resumed.samples, reference.samples, check_exact=True)
+    # the manifest covers both segments of the run
+    segments = resumed.manifest["segments"]
+    assert [s["index"] for s in segments] == [0, 1]
+    assert resumed.manifest["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in segments), abs=2e-3)
+    assert resumed.manifest["wall_time_s"] > segments[-1]["wall_time_s"]
+
+
+def test_resume_restores_onto_another_device_type(cxr, tmp_path):
+    """The GPU bug without a GPU: states saved from one device, the run resumed on another
+    ("meta" here). Restored states must join the new updates wherever those are."""
+    reference = _run(CountingModel(), cxr, None)
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _run(CountingModel(crash_at_call=3), cxr, ckpt)
+    saved = torch.load(ckpt / "part-000001.pt", weights_only=True)
+    assert all(t.device.type == "cpu" for t in saved["metrics"]["auroc"]["preds"][1])
+    resumed = _run(CountingModel(), cxr, ckpt, device="meta")
+    assert resumed.summary == reference.summary
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_resume_on_cuda_gives_the_uninterrupted_result(cxr, tmp_path):
+    class CudaModel(CountingModel):
+        def predict(self, batch):
+            out = super().predict(batch)
+            return {"probs": out["probs"].cuda()}
+
+    reference = _run(CudaModel(), cxr, None, device="cuda")
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _run(CudaModel(crash_at_call=3), cxr, ckpt, device="cuda")
+    resumed = _run(CudaModel(), cxr, ckpt, device="cuda")
+    assert resumed.summary == reference.summary
 
 
 def test_checkpoint_of_another_run_is_refused(cxr, tmp_path):
-    ckpt = tmp_path / "checkpoint.pt"
+    ckpt = tmp_path / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
         _run(CountingModel(crash_at_call=2), cxr, ckpt)
-    with pytest.raises(ValueError, match="belongs to another run"):
+    with pytest.raises(ValueError, match="belongs to another run.*metrics.ece: saved"):
         evaluate(CountingModel(), cxr, task="classification", metrics={"auroc": {}}, progress=False,
                  checkpoint=ckpt, n_resamples=5)
-    ckpt.write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="cannot be read safely"):
+    with pytest.raises(ValueError, match="amp: saved False, now True"):
+        _run(CountingModel(), cxr, ckpt, amp=True)
+    (ckpt / "part-000001.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="part-000001.pt.*cannot be read safely"):
         _run(CountingModel(), cxr, ckpt)
+
+
+def _crash_after(model, n_calls):
+    real = model.predict
+    calls = {"n": 0}
+
+    def predict(batch):
+        calls["n"] += 1
+        if calls["n"] == n_calls:
+            raise KeyboardInterrupt
+        return real(batch)
+
+    model.predict = predict
+    return model
+
+
+def test_resume_with_other_weights_or_architecture_is_refused(tmp_path):
+    ds = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
+    opts = dict(model_name="resnet10t", num_classes=3, in_channels=1)
+    torch.manual_seed(0)
+    first = create_model("timm", **opts)
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _run(_crash_after(first, 2), ds, ckpt)
+    torch.manual_seed(1)  # same name, same architecture, other weights
+    with pytest.raises(ValueError, match="model.weights_sha256: saved"):
+        _run(create_model("timm", **opts), ds, ckpt)
+    with pytest.raises(ValueError, match="model.options.multilabel: saved True, now False"):
+        torch.manual_seed(0)
+        _run(create_model("timm", **opts, multilabel=False), ds, ckpt)
+    torch.manual_seed(0)  # the same weights again: accepted, and equal to an uninterrupted run
+    resumed = _run(create_model("timm", **opts), ds, ckpt)
+    torch.manual_seed(0)
+    reference = _run(create_model("timm", **opts), ds, None)
+    assert resumed.summary == reference.summary
+
+
+def test_unet_with_other_channels_is_refused(tmp_path, synthetic_root):
+    ds = create("synthetic_ct", synthetic_root / "ct_ckpt", split="all", n=3, shape=(16, 16, 8))
+    ckpt = tmp_path / "checkpoint"
+    unet = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(_crash_after(unet, 2), ds, task="segmentation", progress=False, n_resamples=5,
+                 checkpoint=ckpt, checkpoint_every=1)
+    other = create_model("monai_unet", num_classes=5, channels=(4, 6), strides=(2,), num_res_units=0)
+    with pytest.raises(ValueError, match=r"model.config.channels: saved \[4, 8\], now \[4, 6\]"):
+        evaluate(other, ds, task="segmentation", progress=False, n_resamples=5, checkpoint=ckpt)
+
+
+def test_each_save_appends_only_what_is_new(tmp_path):
+    """The old checkpoint rewrote every record at every save (quadratic in N): parts must stay
+    the same size as the run goes on."""
+    ds = create("synthetic_cxr", tmp_path / "data", split="all", n=48, size=8)
+    ckpt = tmp_path / "checkpoint"
+    _run(CountingModel(), ds, ckpt)
+    sizes = [p.stat().st_size for p in sorted(ckpt.iterdir())]
+    assert len(sizes) == 16
+    assert max(sizes[1:]) < 1.3 * min(sizes[1:]), sizes
+
+
+def test_a_save_killed_half_way_is_ignored(cxr, tmp_path):
+    reference = _run(CountingModel(), cxr, None)
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _run(CountingModel(crash_at_call=3), cxr, ckpt)
+    (ckpt / ".part-000003.999.tmp").write_bytes(b"half a file")
+    assert _run(CountingModel(), cxr, ckpt).summary == reference.summary
+
+
+def test_layout_mismatch_between_process_counts(tmp_path):
+    (tmp_path / "ck" / "rank0-of-2").mkdir(parents=True)
+    (tmp_path / "ck" / "rank0-of-2" / "part-000001.pt").write_bytes(b"x")
+    with pytest.raises(ValueError, match="distributed run"):
+        Checkpoint(tmp_path / "ck", key={}).load()
+    with pytest.raises(ValueError, match="other process counts"):
+        Checkpoint(tmp_path / "ck", key={}, rank=0, world_size=3).load()

@@ -30,9 +30,14 @@ def test_every_registered_model_predicts(name):
         assert out["probs"].shape == (2, 3) and out["logits"].shape == (2, 3)
         assert ((out["probs"] >= 0) & (out["probs"] <= 1)).all()
     else:  # odd sizes are padded to the network's divisor and cropped back
-        assert out["probs"].shape == (2, 3, 12, 10, 9)
+        assert "probs" not in out  # labels come from the logits; probabilities only on request
         assert out["labels"].shape == (2, 12, 10, 9) and out["labels"].dtype == torch.int64
-        assert torch.allclose(out["probs"].sum(1), torch.ones(2, 12, 10, 9), atol=1e-5)
+        model.return_probs = True
+        with torch.inference_mode():
+            out_p = model.predict(batch)
+        assert out_p["probs"].shape == (2, 3, 12, 10, 9)
+        assert torch.allclose(out_p["probs"].sum(1), torch.ones(2, 12, 10, 9), atol=1e-5)
+        assert torch.equal(out_p["labels"], out["labels"])
 
 
 def test_sliding_window_matches_shapes():
@@ -63,3 +68,40 @@ def test_mixed_size_batch_gives_clear_error():
     batch = collate([{"id": "a", "image": torch.rand(1, 32, 32)}, {"id": "b", "image": torch.rand(1, 16, 16)}])
     with pytest.raises(ValueError, match="different sizes"):
         model.predict(batch)
+
+
+def test_fingerprint_follows_architecture_options_and_weights(tmp_path):
+    torch.manual_seed(0)
+    a = create_model("timm", **TINY["timm"])
+    torch.manual_seed(0)
+    b = create_model("timm", **TINY["timm"])
+    assert a.fingerprint() == b.fingerprint()
+    torch.manual_seed(1)
+    c = create_model("timm", **TINY["timm"])
+    assert c.fingerprint()["weights_sha256"] != a.fingerprint()["weights_sha256"]
+    assert create_model("timm", **TINY["timm"], multilabel=False).fingerprint()["options"] == {"multilabel": False}
+    # the same weights from a file (either format) give the same fingerprint
+    from safetensors.torch import save_file
+
+    torch.save(a.module.state_dict(), tmp_path / "w.pt")
+    save_file(a.module.state_dict(), str(tmp_path / "w.safetensors"))
+    for f in ("w.pt", "w.safetensors"):
+        assert create_model("timm", **TINY["timm"], checkpoint=tmp_path / f).fingerprint() == a.fingerprint()
+    u = create_model("monai_unet", **TINY["monai_unet"]).fingerprint()
+    assert u["config"]["channels"] == [4, 8] and u["options"]["roi_size"] is None
+
+
+def test_checkpoint_errors_name_the_file_and_the_reason(tmp_path):
+    module = create_model("timm", **TINY["timm"]).module
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty\.pt.*empty \(0 bytes\)"):
+        load_checkpoint(module, tmp_path / "empty.pt")
+    torch.save(module.state_dict(), tmp_path / "pickled.safetensors")
+    with pytest.raises(ValueError, match=r"pickled\.safetensors.*pickle-based torch\.save file"):
+        load_checkpoint(module, tmp_path / "pickled.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    with pytest.raises(ValueError, match=r"junk\.safetensors.*not a valid safetensors file"):
+        load_checkpoint(module, tmp_path / "junk.safetensors")
+    (tmp_path / "junk.pt").write_bytes(b"garbage bytes")
+    with pytest.raises(ValueError, match=r"junk\.pt.*could not be loaded safely.*weights_only"):
+        load_checkpoint(module, tmp_path / "junk.pt")
