@@ -12,7 +12,7 @@ Faults are requested inside the user text, counted per distinct request body:
     [[malformed]]  HTTP 200 with a body that is not JSON;  [[noshape]] JSON without choices
     [[empty]]      an empty answer;  [[dropx1]] close the connection without answering once
 
-``GET /stats`` returns ``{"posts", "max_in_flight", "unauthorised"}``; ``POST /reset`` zeroes them.
+``GET /stats`` returns ``{"posts", "in_flight", "max_in_flight", "unauthorised"}``; ``POST /reset`` zeroes them.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
             if self.path.rstrip("/").endswith("/stats"):
                 with state.lock:
                     body = {"posts": state.posts, "max_in_flight": state.max_in_flight,
+                        "in_flight": state.in_flight,
                             "unauthorised": state.unauthorised}
                 self._send(200, json.dumps(body).encode())
             else:
