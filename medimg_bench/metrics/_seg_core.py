@@ -84,8 +84,8 @@ def _check_labels(t: torch.Tensor, name: str, num_classes: int, one_hot: bool) -
     if t.is_complex():
         raise ValueError(f"{name}: complex values where labels are expected")
     if t.is_floating_point():
-        if torch.isnan(t).any():
-            raise ValueError(f"{name}: NaN values where labels are expected")
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{name}: NaN or inf values where labels are expected")
         if not one_hot:
             raise ValueError(f"{name}: must be an integer label map, got {t.dtype}")
         if not ((t == 0) | (t == 1)).all():
@@ -235,7 +235,9 @@ def compute_scores(
     preds = _split_cases(pred, "prediction", spatial_dims, one_hot)
     targets = _split_cases(target, "target", spatial_dims, one_hot)
     if len(preds) != len(targets):
-        raise ValueError(f"prediction has {len(preds)} cases, target has {len(targets)}")
+        raise ValueError(f"prediction and target lengths differ: {len(preds)} vs {len(targets)} cases")
+    if not preds:
+        raise ValueError("empty batch: no cases to score")
     device = preds[0].device if preds else torch.device("cpu")
     targets = [t.to(device) for t in targets]  # mixed devices: compute where the prediction is
     use_torch = resolve_backend(backend, device) == "torch"
@@ -254,6 +256,9 @@ def compute_scores(
             )
         if p.ndim - (1 if one_hot else 0) not in (2, 3):
             raise ValueError(f"case {i}: expected 2D or 3D masks, got shape {tuple(p.shape)}")
+        for what, x in (("prediction", p), ("target", t)):
+            if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+                raise ValueError(f"case {i}: {what} has NaN or inf values where labels are expected")
     preds = [_check_labels(p, f"prediction[{i}]", num_classes, one_hot) for i, p in enumerate(preds)]
     targets = [_check_labels(t, f"target[{i}]", num_classes, one_hot) for i, t in enumerate(targets)]
     ndims = [p.ndim - (1 if one_hot else 0) for p in preds]

@@ -54,7 +54,8 @@ def _vectors(pred: Any, target: Any, *, min_n: int = 1) -> tuple[torch.Tensor, t
         if bad.any():
             raise ValueError(f"{name} has NaN or inf values at index {bad.nonzero().flatten()[:10].tolist()}")
     if p.shape[0] < min_n:
-        raise ValueError(f"needs at least {min_n} samples, got {p.shape[0]}")
+        what = "empty input" if p.shape[0] == 0 else f"got {p.shape[0]}"
+        raise ValueError(f"needs at least {min_n} samples ({what})")
     return p, t
 
 
@@ -201,6 +202,7 @@ class Agreement(Metric):
 
     name = "agreement"
     per_sample = False
+    input_kind = "measurements"
     higher_is_better = None
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:

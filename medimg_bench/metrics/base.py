@@ -53,6 +53,9 @@ class Metric:
     name: str = "metric"
     per_sample: bool = True
     higher_is_better: bool | None = True
+    #: what ``update`` takes: "scores", "label_maps", "images", "measurements", "detections",
+    #: "phases" or "text" (strings); the bad-input suite builds its cases from it
+    input_kind: str = "tensors"
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         self._defaults: dict[str, Any] = {}

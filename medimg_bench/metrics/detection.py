@@ -312,6 +312,7 @@ class FROCCPM(Metric):
 
     name = "froc_cpm"
     per_sample = False
+    input_kind = "detections"
     higher_is_better = True
 
     def __init__(

@@ -178,6 +178,7 @@ class _PerSampleRecon(Metric):
     """Shared per-sample state: one value per image/volume, ``compute`` = mean."""
 
     per_sample = True
+    input_kind = "images"
 
     def __init__(self, *, class_names: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(class_names=class_names)
@@ -200,6 +201,8 @@ class _PerSampleRecon(Metric):
 
     def compute(self) -> torch.Tensor:
         """Mean over samples, ``(1,)`` (infinite PSNR of identical images is kept)."""
+        if not self.ids:
+            raise ValueError(f"{self.name}: compute() called before any update() (no samples)")
         return self.values()[1].nanmean(0)
 
 

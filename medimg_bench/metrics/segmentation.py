@@ -226,6 +226,7 @@ class _SegBase(Metric):
     """Shared stateful machinery: per-sample values of several metrics plus empty-mask status."""
 
     metric_names: tuple[str, ...] = ()
+    input_kind = "label_maps"
 
     def __init__(
         self,
@@ -305,6 +306,8 @@ class _SegBase(Metric):
 
     def compute(self) -> torch.Tensor:
         """NaN-aware mean per class of the (first) metric, ``(C,)``."""
+        if not self.ids:
+            raise ValueError(f"{self.name}: compute() called before any update() (no cases)")
         return self.values()[1].nanmean(0)
 
 

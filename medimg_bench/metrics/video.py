@@ -291,6 +291,7 @@ class PhaseMetricsState(Metric):
 
     name = "phase_metrics"
     per_sample = True
+    input_kind = "phases"
     higher_is_better = True
 
     def __init__(
@@ -331,6 +332,8 @@ class PhaseMetricsState(Metric):
 
     def compute(self) -> torch.Tensor:
         """Mean over videos of ``PHASE_SUMMARY_NAMES`` (each video's macro values)."""
+        if not self.confusions:
+            raise ValueError("phase_metrics: compute() called before any update() (no videos)")
         return self.values()[1].nanmean(0)
 
     def summary(self, *, average: str = "video") -> PhaseMetrics:
