@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["config_dir", "compose_config", "run", "run_config", "build_dataset"]
+__all__ = ["config_dir", "compose_config", "run", "run_config", "build_dataset", "check_run_dir"]
 
 
 def config_dir() -> Path:
@@ -111,6 +111,15 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     from medimg_bench.registry import create_task
 
     rank, world_size = maybe_init_distributed()
+    if world_size > 1:  # every rank writes its checkpoint part under rank 0's run directory
+        import torch.distributed as dist
+
+        box = [str(run_dir)]
+        dist.broadcast_object_list(box, src=0)
+        run_dir = Path(box[0])
+    finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
+    if finished is not None:
+        return finished
     device = c.get("device")
     if world_size > 1 and device in (None, "auto"):
         import torch
@@ -162,8 +171,10 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         n_resamples=int(c["bootstrap"]["n_resamples"]), confidence=float(c["bootstrap"]["confidence"]),
         seed=int(c["seed"]), name=f"{c['task']['name']}/{dcfg['name']}",
         subgroups=list(c.get("subgroups") or []),
-        checkpoint=run_dir / "checkpoint.pt" if world_size == 1 else None,
+        checkpoint=run_dir / "checkpoint",
         checkpoint_every=int(c.get("checkpoint_every", 20)),
+        checkpoint_interval_s=float(c.get("checkpoint_interval_s") or 0.0),
+        shard=c.get("shard"),
     )
     if train_info:
         results.manifest["training"] = train_info
@@ -171,10 +182,70 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
 
     results.manifest["world_size"] = world()[1]
     if is_main_process():  # under torchrun every rank holds the gathered results; one writes
-        results.save(run_dir, config=c)
-        (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # the results now hold everything
+        from medimg_bench.engine.checkpoint import remove_checkpoint
+        from medimg_bench.engine.results import redact_secrets
+
+        config = redact_secrets(c)
+        results.save(run_dir, config=config)
+        if c.get("shard"):
+            from medimg_bench.engine.merge import save_shard_state
+
+            save_shard_state(results, run_dir, config=config)
+        remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything
         print_summary(results)
     return results
+
+
+_RESULT_FILES = ("summary.json", "samples.parquet")
+
+
+def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = False) -> Any:
+    """Apply the ``resume`` / ``overwrite`` rules before anything runs.
+
+    * ``resume=DIR`` with neither a checkpoint, trained weights nor finished results in DIR →
+      ``FileNotFoundError`` naming DIR;
+    * ``resume=DIR`` of a finished run (results, no checkpoint) → nothing is recomputed: the saved
+      :class:`Results` are returned (the caller prints them);
+    * a new run whose directory already holds results or a checkpoint → ``FileExistsError``
+      unless ``overwrite=true`` (then the old checkpoint is removed so nothing is mixed in).
+
+    Returns the finished :class:`Results` or None (go on and run)."""
+    from medimg_bench.engine.checkpoint import has_checkpoint, remove_checkpoint
+
+    run_dir = Path(run_dir)
+    has_results = any((run_dir / f).exists() for f in _RESULT_FILES)
+    has_ckpt = has_checkpoint(run_dir / "checkpoint")
+    if resume:
+        rdir = Path(str(resume))
+        if rdir.resolve() != run_dir.resolve():
+            raise ValueError(f"resume={rdir} but the run directory is {run_dir}; they must be the same")
+        if not has_ckpt and not has_results and not (rdir / "model.safetensors").exists():
+            raise FileNotFoundError(
+                f"resume={rdir}: nothing to resume there (no checkpoint/, no model.safetensors and no "
+                f"finished results{'; the directory does not exist' if not rdir.exists() else ''})"
+            )
+        if has_results and not has_ckpt:
+            from medimg_bench.engine.distributed import is_main_process
+            from medimg_bench.engine.report import print_summary
+            from medimg_bench.engine.results import Results
+
+            results = Results.load(rdir)
+            if is_main_process():
+                print(f"resume={rdir}: this run is already finished; nothing was recomputed. "
+                      "Its summary:", flush=True)
+                print_summary(results)
+            return results
+        return None
+    if has_results or has_ckpt:
+        if not overwrite:
+            what = "results (" + ", ".join(f for f in _RESULT_FILES if (run_dir / f).exists()) + ")" \
+                if has_results else "an unfinished run's checkpoint/"
+            raise FileExistsError(
+                f"run directory {run_dir} already holds {what}; pass overwrite=true to replace it, "
+                f"or resume={run_dir} to continue or show it"
+            )
+        remove_checkpoint(run_dir / "checkpoint")
+    return None
 
 
 def _merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
