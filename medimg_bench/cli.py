@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -37,12 +39,25 @@ def _hydra_run(argv: Sequence[str]) -> int:
 
     from medimg_bench.engine.pipeline import config_dir, run_config
 
+    error = _check_launcher(argv)
+    if error:
+        print(f"medimg-bench run: {error}", file=sys.stderr)
+        return 2
+
     def task_function(cfg: DictConfig) -> None:
         hc = HydraConfig.get()
-        run_dir = cfg.get("resume") or hc.runtime.output_dir
-        run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+        out_dir = Path(hc.runtime.output_dir)
+        _redact_hydra_files(cfg, hc, out_dir)  # before anything else reads them
+        run_dir = cfg.get("resume") or str(out_dir)
+        try:
+            run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+        except BaseException:
+            _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # a failed run leaves no folder
+            raise
         from medimg_bench.engine.distributed import is_main_process
 
+        if str(Path(run_dir).resolve()) != str(out_dir.resolve()) or not is_main_process():
+            _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # resumed elsewhere, or rank > 0
         if is_main_process():
             print(f"run directory: {run_dir}", flush=True)
 
@@ -50,9 +65,90 @@ def _hydra_run(argv: Sequence[str]) -> int:
     sys.argv = ["medimg-bench", *argv]
     try:
         hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(task_function)()
+    except SystemExit as exc:  # hydra exits 1 on an exception in the task function
+        return int(exc.code or 0) if isinstance(exc.code, int) else 1
     finally:
         sys.argv = saved
     return 0
+
+
+def _is_hydra_only(path: Path) -> bool:
+    return path.name == ".hydra" or path.suffix == ".log"
+
+
+def _remove_if_empty(out_dir: Path, *, stop: Any = None) -> None:
+    """Remove a Hydra output folder holding nothing but ``.hydra/`` and a log, then its parents
+    (the date folder…) while they are empty, up to ``stop`` (the ``output_dir``)."""
+    import shutil
+
+    if not out_dir.is_dir() or not all(_is_hydra_only(p) for p in out_dir.iterdir()):
+        return
+    shutil.rmtree(out_dir, ignore_errors=True)
+    stop_at = Path(str(stop)).resolve() if stop else None
+    parent = out_dir.resolve().parent
+    while stop_at is not None and parent != stop_at and stop_at in parent.parents:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+        parent = parent.parent
+
+
+def _redact_hydra_files(cfg: Any, hc: Any, out_dir: Path) -> None:
+    """Rewrite Hydra's saved configs (``.hydra/*.yaml``, the sweep's ``multirun.yaml``) with the
+    values of secret keys (``api_key``, ``*token*``…) replaced by ``***``."""
+    from omegaconf import OmegaConf
+
+    from medimg_bench.engine.results import redact_files, secret_values
+
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    values = secret_values(plain, list(hc.overrides.task))
+    files = list((out_dir / ".hydra").glob("*.yaml")) if (out_dir / ".hydra").is_dir() else []
+    sweep_dir = getattr(hc.sweep, "dir", None)
+    if sweep_dir:
+        files.append(Path(sweep_dir) / "multirun.yaml")
+    if values or any(_secret_override(o) for o in hc.overrides.task):
+        redact_files(files, values)
+
+
+def _secret_override(override: str) -> bool:
+    from medimg_bench.engine.results import is_secret_key
+
+    return "=" in override and is_secret_key(override.split("=", 1)[0])
+
+
+def _check_launcher(argv: Sequence[str]) -> str | None:
+    """Impossible SLURM requests are refused before anything is submitted: a CUDA job with no
+    GPU, no CPU, no memory or no time. Returns the message, or None when the request is fine."""
+    launcher = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
+    if not launcher or launcher[-1] not in ("slurm", "local"):
+        return None
+    fixed = [a for a in argv if "=" in a and "," not in a.split("=", 1)[1] and not a.startswith("-")
+             and (a.startswith(("hydra/launcher=", "hydra.launcher.", "device=", "+device=")))]
+    try:
+        from hydra import compose, initialize_config_dir
+
+        from medimg_bench.engine.pipeline import config_dir
+
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
+    except Exception as exc:  # a bad launcher override: say so
+        return f"cannot compose the launcher config: {exc}"
+    lc = cfg.hydra.launcher
+    devices = {str(a.split("=", 1)[1]) for a in argv if a.split("=", 1)[0].lstrip("+") == "device"}
+    devices = {d for v in devices for d in v.split(",")} or {str(cfg.get("device"))}
+    gpus = lc.get("gpus_per_node") or 0
+    gpus = max(int(gpus), int(lc.get("gpus_per_task") or 0))
+    wants_cuda = any(d.startswith("cuda") for d in devices)
+    problems = []
+    if wants_cuda and gpus < 1 and launcher[-1] == "slurm":
+        problems.append(f"device={sorted(devices)} asks for CUDA but the SLURM request has "
+                        f"{gpus} GPUs (set hydra.launcher.gpus_per_task=1, or device=cpu)")
+    for key in ("cpus_per_task", "mem_gb", "timeout_min", "tasks_per_node", "nodes"):
+        value = lc.get(key)
+        if value is not None and int(value) < 1:
+            problems.append(f"hydra.launcher.{key}={value} must be at least 1")
+    return "; ".join(problems) if problems else None
 
 
 def _list(what: str) -> int:

@@ -314,7 +314,10 @@ def environment_info() -> dict[str, Any]:
             git["dirty"] = bool(st.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"packages": versions, "git": git, "host": platform.node(), "platform": platform.platform()}
+    import os
+
+    return {"packages": versions, "git": git, "host": platform.node(), "platform": platform.platform(),
+            "pid": os.getpid()}
 
 
 def _jsonable(obj: Any) -> Any:

@@ -1,0 +1,67 @@
+"""The command line as a user runs it: Hydra's own files hold no secret, failed commands leave no
+folder, impossible SLURM requests are refused before submission, and the submitit launcher runs
+two jobs in parallel, gathered by `medimg-bench sweep`."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+TINY = ["dataset.options.n=12", "dataset.options.size=16", "model.options.model_name=resnet10t",
+        "bootstrap.n_resamples=10", "progress=false", "batch_size=8"]
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEDIMG_BENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "medimg_bench.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def _all_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_secrets_stay_out_of_hydra_files_and_failed_runs_leave_no_folder(tmp_path):
+    out = _cli(tmp_path, "run", f"output_dir={tmp_path}/runs", *TINY, "+api_key=sk-test-123",
+               "+train.auth_token=tok-test-456")
+    assert out.returncode == 0, out.stderr
+    files = _all_files(tmp_path / "runs")
+    assert any(p.parent.name == ".hydra" for p in files)
+    for p in files:
+        data = p.read_bytes()
+        assert b"sk-test-123" not in data and b"tok-test-456" not in data, p
+    # a command that fails before running leaves nothing behind
+    bad = _cli(tmp_path, "run", f"output_dir={tmp_path}/bad", *TINY, f"resume={tmp_path}/nowhere")
+    assert bad.returncode != 0 and "nothing to resume" in bad.stderr
+    assert not (tmp_path / "bad").exists() or not any((tmp_path / "bad").iterdir())
+
+
+def test_impossible_slurm_request_is_refused_before_submission(tmp_path):
+    out = _cli(tmp_path, "run", "-m", "hydra/launcher=slurm", "device=cuda", "hydra.launcher.gpus_per_task=0",
+               f"output_dir={tmp_path}/runs", "seed=1,2")
+    assert out.returncode == 2
+    assert "0 GPUs" in out.stderr and "gpus_per_task" in out.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was submitted
+
+
+@pytest.mark.slow
+def test_local_submitit_launcher_runs_two_jobs_and_sweep_gathers_them(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    out = _cli(tmp_path, "run", "-m", "hydra/launcher=local", f"output_dir={tmp_path}/runs", *TINY,
+               "seed=1,2")
+    assert out.returncode == 0, out.stderr + out.stdout
+    manifests = sorted((tmp_path / "runs").rglob("manifest.json"))
+    assert len(manifests) == 2
+    pids = {json.loads(m.read_text())["environment"].get("pid") for m in manifests}
+    assert len(pids) == 2 and None not in pids  # two separate job processes
+    sweep_dir = manifests[0].parent.parent
+    assert (sweep_dir / ".submitit").is_dir()
+    res = _cli(tmp_path, "sweep", str(sweep_dir))
+    assert res.returncode == 0, res.stderr
+    table = pd.read_parquet(sweep_dir / "sweep.parquet")
+    assert sorted(table["seed"]) == [1, 2] and "auroc" in table.columns
+    assert "| seed |" in (sweep_dir / "sweep.md").read_text().replace("  ", " ")

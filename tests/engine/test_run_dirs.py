@@ -1,0 +1,111 @@
+"""Run directories: resume rules, overwrite, stage tags of failures, secrets never written."""
+
+import json
+
+import pytest
+import torch
+
+from medimg_bench.datasets import create
+from medimg_bench.engine.pipeline import run
+from medimg_bench.engine.results import is_secret_key, redact_secrets
+from medimg_bench.engine.runner import evaluate
+
+TINY = ["dataset.options.n=12", "dataset.options.size=16", "progress=false", "bootstrap.n_resamples=20",
+        "model.options.model_name=resnet10t", "batch_size=4"]
+
+
+def test_resume_and_overwrite_rules(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(FileNotFoundError, match=r"resume=.*nowhere: nothing to resume.*does not exist"):
+        run([*TINY, f"resume={tmp_path / 'nowhere'}"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"empty: nothing to resume"):
+        run([*TINY, f"resume={tmp_path / 'empty'}"])
+    first = run(TINY, run_dir=tmp_path / "run")
+    stamp = (tmp_path / "run" / "samples.parquet").stat().st_mtime_ns
+    with pytest.raises(FileExistsError, match=r"already holds results.*overwrite=true"):
+        run(TINY, run_dir=tmp_path / "run")
+    again = run([*TINY, f"resume={tmp_path / 'run'}"])  # finished: nothing recomputed
+    assert again.summary == json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (tmp_path / "run" / "samples.parquet").stat().st_mtime_ns == stamp
+    replaced = run([*TINY, "overwrite=true", "seed=3"], run_dir=tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["seed"] == 3
+    assert replaced.summary["n_samples"] == first.summary["n_samples"]
+
+
+def test_resume_reuses_trained_weights_and_gives_the_same_numbers(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    train = [*TINY, "train.enabled=true", "train.max_steps=3", "train.batch_size=4"]
+    first = run(train, run_dir=tmp_path / "run")
+    assert (tmp_path / "run" / "model.safetensors").exists() and not (tmp_path / "run" / "checkpoint").exists()
+    # a run killed after training, before its results: only the weights are there
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes((tmp_path / "run" / "model.safetensors").read_bytes())
+    again = run([*train, f"resume={killed}"])
+    assert again.run_dir == killed
+    assert again.manifest["training"] == {"resumed_from": str(killed / "model.safetensors")}
+    assert again.summary["metrics"] == first.summary["metrics"]
+
+
+def test_secrets_are_never_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    run([*TINY, "+api_key=sk-test-123", "+train.hf_token=hf-secret-456", "+dataset.label_key=finding"],
+        run_dir=tmp_path / "run")
+    for f in (tmp_path / "run").rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            assert b"sk-test-123" not in data and b"hf-secret-456" not in data, f
+    config = json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]
+    assert config["api_key"] == "***" and config["train"]["hf_token"] == "***"
+    assert config["dataset"]["label_key"] == "finding"  # not every key containing "key"
+
+
+def test_secret_key_rule():
+    for k in ("api_key", "OPENAI_API_KEY", "hf_token", "token", "client_secret", "password", "Authorization"):
+        assert is_secret_key(k), k
+    for k in ("label_key", "api_key_env", "max_new_tokens", "tokenizer", "key", "monkey"):
+        assert not is_secret_key(k), k
+    assert redact_secrets({"a": ["+model.options.api_key=sk-1234", "x=1"], "token": None}) == {
+        "a": ["+model.options.api_key=***", "x=1"], "token": None}
+
+
+class _Model:
+    task, name = "classification", "stages"
+
+    def to(self, device):
+        return self
+
+    def eval(self):
+        return self
+
+    def predict(self, batch):
+        if "cxr_00002" in batch["id"]:
+            raise RuntimeError("model crashed")
+        m = batch["image"].mean(dim=(1, 2, 3))
+        p = torch.stack([m, 1 - m, m * m], dim=1)
+        if "cxr_00003" in batch["id"]:
+            p[batch["id"].index("cxr_00003")] = float("nan")
+        return {"probs": p}
+
+
+def test_failures_are_tagged_with_the_stage(tmp_path):
+    ds = create("synthetic_cxr", tmp_path / "d", split="all", n=8, size=16)
+    (tmp_path / "d" / ds.manifest["image"][0]).write_bytes(b"broken")
+    bad_label = ds.sample_id(5)
+    real_load = ds.load
+
+    def load(row):
+        s = real_load(row)
+        if s["id"] == bad_label:
+            s["label"] = "not a label"  # unreadable target: fails in the task's metric inputs
+        return s
+
+    ds.load = load
+    res = evaluate(_Model(), ds, task="classification", batch_size=4, progress=False, n_resamples=5)
+    errors = res.failures.set_index("id")["error"]
+    assert errors[ds.sample_id(0)].startswith("[load]")
+    assert errors["cxr_00002"].startswith("[predict]") and "model crashed" in errors["cxr_00002"]
+    assert errors["cxr_00003"].startswith("[predict]") and "NaN" in errors["cxr_00003"]
+    assert errors[bad_label].startswith("[target]")
+    assert list(res.failures["id"]) == sorted(res.failures["id"])  # dataset order
