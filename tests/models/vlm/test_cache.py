@@ -215,3 +215,16 @@ def test_cache_object_pickles_without_its_connection(tmp_path):
     c2 = pickle.loads(pickle.dumps(c))
     assert len(c2) == 2
     assert np.isfinite(c2.size_bytes())
+
+
+def test_medimg_bench_cache_command(tmp_path):
+    path = tmp_path / "responses.sqlite"
+    a = CountingAdapter()
+    a.cache = ResponseCache(path)
+    a.generate(make_requests(4))
+    a.cache.close()
+    env = {**os.environ, "MEDIMG_BENCH_CACHE": str(tmp_path)}  # the default path follows it
+    res = subprocess.run([sys.executable, "-m", "medimg_bench.cli", "cache", "stats"], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"{path}: 4 entries" in res.stdout and "fake-m1 (fake)" in res.stdout
