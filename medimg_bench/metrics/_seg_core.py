@@ -16,11 +16,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.metrics._surface import class_surface_distances, distance_metric_value
+from medimg_bench.metrics._surface import (
+    SurfaceDistances,
+    class_surface_distances,
+    distance_metric_value,
+)
 from medimg_bench.metrics._surface_torch import (
-    class_surface_distances_torch,
     label_boxes_torch,
     onehot_boxes_torch,
+    surface_distance_tensors,
 )
 from medimg_bench.metrics.seg_conventions import (
     EMPTY_DISTANCE,
@@ -212,14 +216,20 @@ def compute_scores(
     empty_distance: float | None = None,
     relative: bool = True,
     backend: str = "auto",
+    chunk_mb: float | None = None,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Every metric in ``metrics`` as a ``(B, C)`` float64 tensor on the input's device.
 
     ``backend`` computes surfaces and distances with a CPU KD-tree (``"kdtree"``), with torch
     on the input's device (``"torch"``), or picks torch for CUDA tensors (``"auto"``). Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"),
-    2 prediction empty, 3 target empty (2 and 3 are "missed").
+    2 prediction empty, 3 target empty (2 and 3 are "missed"). ``chunk_mb`` bounds the torch
+    backend's temporaries (MiB per chunk; default 256 on GPUs, 2 on the CPU); a GPU running out
+    of memory raises a ``RuntimeError`` naming the case, the class and this option.
     """
     conv = get_convention(convention)
+    if chunk_mb is not None and not (chunk_mb > 0 and math.isfinite(chunk_mb)):
+        raise ValueError(f"chunk_mb must be a positive number of MiB, got {chunk_mb}")
+    chunk_bytes = int(chunk_mb * 2**20) if chunk_mb is not None else None
     metrics = list(dict.fromkeys(metrics))
     unknown = [m for m in metrics if m not in SEG_METRIC_NAMES]
     if unknown:
@@ -275,6 +285,7 @@ def compute_scores(
         fill = empty_distance if empty_distance is not None else conv.default_empty_distance
         fill = diag if fill is None else float(fill)
         voxel = float(np.prod(sp))
+        on_device: list[tuple[int, tuple[torch.Tensor, ...]]] = []  # (class column, distances)
         if want_dist and use_torch:
             pn, tn = p, t
             boxer = onehot_boxes_torch if one_hot else label_boxes_torch
@@ -307,7 +318,16 @@ def compute_scores(
                     pm, tm = pn[cls][box], tn[cls][box]
                 else:
                     pm, tm = pn[box] == cls, tn[box] == cls
-                sd = class_surface_distances_torch(pm, tm, sp, conv.surface)
+                try:
+                    on_device.append((j, surface_distance_tensors(pm, tm, sp, conv.surface,
+                                                                  chunk_bytes=chunk_bytes)))
+                except torch.cuda.OutOfMemoryError as err:
+                    raise RuntimeError(
+                        f"case {b}, class {cls}: out of GPU memory computing surface distances over a "
+                        f"{tuple(pm.shape)} box; pass a smaller chunk_mb (now "
+                        f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
+                    ) from err
+                continue
             else:
                 if one_hot:
                     box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
@@ -320,5 +340,18 @@ def compute_scores(
                 out[m][b, j] = distance_metric_value(
                     sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
                 )
+        if on_device:
+            # every class of the case comes to the host in one copy
+            parts = [x for _, four in on_device for x in four]
+            host = torch.cat(parts).cpu().numpy()
+            sizes = np.cumsum([0] + [x.shape[0] for x in parts])
+            arrays = [host[a:z] for a, z in zip(sizes[:-1], sizes[1:])]
+            for i, (j, _) in enumerate(on_device):
+                d2_pt, w_p, d2_tp, w_t = arrays[4 * i : 4 * i + 4]
+                sd = SurfaceDistances(np.sqrt(d2_pt), w_p, np.sqrt(d2_tp), w_t)
+                for m in want_dist:
+                    out[m][b, j] = distance_metric_value(
+                        sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
+                    )
     result = {m: torch.from_numpy(v).to(device) for m, v in out.items()}
     return result, torch.from_numpy(status).to(device)

@@ -3,11 +3,17 @@
 The same surfaces as :mod:`medimg_bench.metrics._surface` (voxel edges ``m ^ erode(m)`` with the
 cross structuring element and the image border counting as outside, or DeepMind's surfels on
 the corner grid weighted by the same lookup table), computed with torch on the masks' device.
-Nearest-surface distances come from a chunked exact brute force in float64 (explicit squared
-coordinate differences summed in axis order, no matmul expansion, so no cancellation error and
-the KD-tree's rounding); each chunk's distance matrix is bounded by :data:`CHUNK_BYTES`. Only the two 1-D distance arrays and their weights go
-to the host, where :func:`medimg_bench.metrics._surface.distance_metric_value` applies the
-convention's percentile/mean/NSD rules — the same code as the KD-tree backend.
+Nearest-surface distances are exact, in float64, by one of two methods picked per class by
+cost: a separable Euclidean distance transform of each surface over the class's bounding box
+(:func:`squared_edt`: nearest seed along the first axis by prefix max/min scans, then exact
+min-plus convolutions with the squared coordinate differences along the other axes, chunked by
+:data:`CHUNK_BYTES`; both surfaces in one batch), or a chunked brute force over point pairs.
+Both sum the squared coordinate differences ``(i·s − j·s)²`` in axis order with separate
+subtract / square / add steps, as the KD-tree does, and rounding is monotone, so the minimum is
+the same float64 number whichever method finds it. :func:`surface_distance_tensors` keeps the
+results on the device; callers move every class of a case to the host in one copy, where
+:func:`medimg_bench.metrics._surface.distance_metric_value` applies the convention's
+percentile/mean/NSD rules — the same code as the KD-tree backend.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from medimg_bench.metrics._surface import SurfaceDistances, _surfel_table
 
 __all__ = [
     "CHUNK_BYTES",
+    "squared_edt",
+    "surface_distance_tensors",
     "CPU_CHUNK_BYTES",
     "class_surface_distances_torch",
     "label_boxes_torch",
@@ -86,12 +94,14 @@ def nearest_distances(
     *,
     chunk_bytes: int | None = None,
     max_pairs: float | None = None,
+    squared: bool = False,
 ) -> torch.Tensor:
     """Euclidean distance (float64, same unit as the coordinates) from each ``src`` row to the
     nearest ``dst`` row, by exact brute force over row chunks of at most ``chunk_bytes`` (default
     :data:`CHUNK_BYTES` on accelerators, the cache-sized :data:`CPU_CHUNK_BYTES` on the CPU).
     Point sets with more than ``max_pairs`` pairs (default :data:`BRUTE_FORCE_MAX_PAIRS` off the
-    CPU, no limit on it) are searched with SciPy's KD-tree on the host instead."""
+    CPU, no limit on it) are searched with SciPy's KD-tree on the host instead. ``squared``
+    returns squared distances (torch's CPU ``sqrt`` is not correctly rounded; NumPy's is)."""
     n, m = src.shape[0], dst.shape[0]
     out = torch.empty(n, dtype=torch.float64, device=src.device)
     if n == 0:
@@ -104,7 +114,7 @@ def nearest_distances(
         from scipy.spatial import cKDTree
 
         d, _ = cKDTree(dst.double().cpu().numpy()).query(src.double().cpu().numpy())
-        return torch.from_numpy(d).to(src.device)
+        return torch.from_numpy(d * d if squared else d).to(src.device)
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if src.device.type != "cpu" else CPU_CHUNK_BYTES
     # the squared-distance matrix and one difference temporary live at the same time
@@ -121,20 +131,111 @@ def nearest_distances(
             diff.mul_(diff)
             d2 = diff if d2 is None else d2.add_(diff)
         out[i : i + rows] = d2.amin(dim=1)  # type: ignore[union-attr]
-    return out.sqrt_()
+    return out if squared else out.sqrt_()
 
 
-def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor,
+              chunk_bytes: int | None = None) -> torch.Tensor:
     """Distances from ``src`` points to ``dst`` (0 for points lying on the other surface)."""
     out = torch.zeros(src.shape[0], dtype=torch.float64, device=src.device)
     todo = ~on_other
     if bool(todo.any()):
-        out[todo] = nearest_distances(src[todo], dst)
+        out[todo] = nearest_distances(src[todo], dst, chunk_bytes=chunk_bytes, squared=True)
     return out
 
 
+def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int) -> torch.Tensor:
+    """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis`` (exact)."""
+    n = g.shape[axis]
+    diff = coord[:, None] - coord[None, :]
+    table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
+    moved = g.movedim(axis, -1)
+    flat = moved.reshape(-1, n)
+    out = torch.empty_like(flat)
+    rows = max(1, chunk_bytes // (8 * n * n))
+    for i in range(0, flat.shape[0], rows):
+        torch.amin(flat[i : i + rows, None, :] + table, dim=-1, out=out[i : i + rows])
+    return out.view(moved.shape).movedim(-1, axis)
+
+
+def squared_edt(seeds: torch.Tensor, coords: list[torch.Tensor], *, chunk_bytes: int | None = None) -> torch.Tensor:
+    """Squared Euclidean distance (float64, squared coordinate units) from every grid point of
+    ``seeds`` (a boolean ``(B, *spatial)`` stack) to the nearest seed of its own item; ``inf``
+    where an item has no seed. ``coords[k]`` holds the coordinate of each index along spatial
+    axis ``k`` (index × spacing). Exact: equal to the minimum over seeds of the squared
+    differences summed in axis order."""
+    if chunk_bytes is None:
+        chunk_bytes = CHUNK_BYTES if seeds.device.type != "cpu" else CPU_CHUNK_BYTES
+    n0 = seeds.shape[1]
+    view = (1, n0) + (1,) * (seeds.ndim - 2)
+    idx = torch.arange(n0, device=seeds.device, dtype=torch.int32).view(view)
+    left = torch.where(seeds, idx, -1).cummax(1).values
+    right = torch.where(seeds, idx, n0).flip(1).cummin(1).values.flip(1)
+    c0 = coords[0]
+    x = c0.view(view)
+    inf = torch.tensor(math.inf, dtype=torch.float64, device=seeds.device)
+    dl = x - c0[left.clamp(min=0).long()]
+    dr = c0[right.clamp(max=n0 - 1).long()] - x
+    g = torch.minimum(torch.where(left >= 0, dl * dl, inf), torch.where(right < n0, dr * dr, inf))
+    del left, right, dl, dr
+    for k in range(1, seeds.ndim - 1):
+        g = _min_plus(g, k + 1, coords[k], chunk_bytes)
+    return g
+
+
+def _surfaces(pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str):
+    """Surface masks of both (on the voxel or the corner grid) and their weights (None: all 1)."""
+    pp, pt = _pad(pred.bool()), _pad(target.bool())
+    if surface == "edge":
+        return _edges(pp), _edges(pt), None, None
+    if surface == "surfel":
+        cp, ct = _neighbour_codes(pp), _neighbour_codes(pt)
+        full = 2 ** (2**pred.ndim) - 1
+        sp = (cp != 0) & (cp != full)
+        st = (ct != 0) & (ct != full)
+        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(pred.device)
+        return sp, st, table[cp[sp].long()], table[ct[st].long()]
+    raise ValueError(f"unknown surface definition {surface!r}; expected 'edge' or 'surfel'")
+
+
+def surface_distance_tensors(
+    pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
+    method: str = "auto", chunk_bytes: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """**Squared** distances (mm², float64, on the masks' device) from each prediction surface
+    point to the target surface and back, with their weights: ``(d2_pt, w_p, d2_tp, w_t)``.
+    Take the square root on the host with NumPy (correctly rounded) to get the KD-tree's
+    numbers bit for bit.
+
+    ``method``: ``"edt"`` (distance transform of both surfaces over the box), ``"brute"``
+    (point pairs) or ``"auto"`` (the cheaper by a count of elementary steps)."""
+    dev = pred.device
+    sp, st, wp, wt = _surfaces(pred, target, spacing, surface)
+    if method == "auto":
+        n_p, n_t = (int(v) for v in torch.stack([sp.sum(), st.sum()]).tolist())
+        edt_steps = 2 * sp.numel() * (2 + sum(sp.shape[1:]))
+        method = "edt" if edt_steps < n_p * n_t * sp.ndim else "brute"
+    if method == "edt":
+        coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s) for n, s in zip(sp.shape, spacing)]
+        g = squared_edt(torch.stack([st, sp]), coords, chunk_bytes=chunk_bytes)
+        d_pt, d_tp = g[0][sp], g[1][st]
+    elif method == "brute":
+        scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
+        xp = torch.nonzero(sp).to(torch.float64) * scale
+        xt = torch.nonzero(st).to(torch.float64) * scale
+        d_pt = _directed(xp, st[sp], xt, chunk_bytes)
+        d_tp = _directed(xt, sp[st], xp, chunk_bytes)
+    else:
+        raise ValueError(f"unknown method {method!r}; expected 'auto', 'edt' or 'brute'")
+    if wp is None:
+        wp = torch.ones(d_pt.shape[0], dtype=torch.float64, device=dev)
+        wt = torch.ones(d_tp.shape[0], dtype=torch.float64, device=dev)
+    return d_pt, wp, d_tp, wt  # type: ignore[return-value]
+
+
 def class_surface_distances_torch(
-    pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str
+    pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
+    method: str = "brute",
 ) -> SurfaceDistances:
     """Surface distances between two non-empty boolean masks, computed on their device.
 
@@ -142,30 +243,9 @@ def class_surface_distances_torch(
     prediction surface point to the target surface and back, with weights (all 1 for
     ``surface="edge"``, surfel areas / contour lengths for ``"surfel"``).
     """
-    dev = pred.device
-    pp, pt = _pad(pred.bool()), _pad(target.bool())
-    if surface == "edge":
-        sp, st = _edges(pp), _edges(pt)
-        wp = wt = None
-    elif surface == "surfel":
-        cp, ct = _neighbour_codes(pp), _neighbour_codes(pt)
-        full = 2 ** (2**pred.ndim) - 1
-        sp = (cp != 0) & (cp != full)
-        st = (ct != 0) & (ct != full)
-        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(dev)
-        wp, wt = table[cp[sp].long()], table[ct[st].long()]
-    else:
-        raise ValueError(f"unknown surface definition {surface!r}; expected 'edge' or 'surfel'")
-    scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
-    xp = torch.nonzero(sp).to(torch.float64) * scale
-    xt = torch.nonzero(st).to(torch.float64) * scale
-    d_pt = _directed(xp, st[sp], xt)
-    d_tp = _directed(xt, sp[st], xp)
-    if wp is None:
-        wp = torch.ones(xp.shape[0], dtype=torch.float64, device=dev)
-        wt = torch.ones(xt.shape[0], dtype=torch.float64, device=dev)
-    host = [t.cpu().numpy() for t in (d_pt, wp, d_tp, wt)]
-    return SurfaceDistances(*host)
+    d2_pt, wp, d2_tp, wt = (t.cpu().numpy() for t in surface_distance_tensors(pred, target, spacing, surface,
+                                                                             method=method))
+    return SurfaceDistances(np.sqrt(d2_pt), wp, np.sqrt(d2_tp), wt)
 
 
 def _boxes_from_presence(presence: list[np.ndarray], keys: list[int]) -> dict[int, Box]:

@@ -74,6 +74,7 @@ def segmentation_scores(
     empty_distance: float | None = None,
     relative: bool = True,
     backend: str = "auto",
+    chunk_mb: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Several metrics at once: ``{name: (B, C) float64 tensor}`` on the input's device.
 
@@ -85,14 +86,16 @@ def segmentation_scores(
     resolves it too. ``empty_distance`` (mm) replaces the convention's value for a one-sided
     miss (default: the image diagonal in mm). ``backend``: ``"kdtree"`` (surfaces and
     nearest-neighbour search on the CPU), ``"torch"`` (torch ops on the input's device,
-    chunked exact brute force) or ``"auto"`` (torch for CUDA tensors, kdtree for CPU ones).
+    exact distance transform or brute force, whichever is cheaper per class) or ``"auto"``
+    (torch for CUDA tensors, kdtree for CPU ones). ``chunk_mb`` bounds the torch backend's
+    temporaries (MiB; default 256 on GPUs).
     """
     scores, _ = compute_scores(
         pred, target, metrics=metrics, num_classes=num_classes,
         include_background=include_background, spacing=spacing, one_hot=one_hot,
         spatial_dims=spatial_dims, convention=convention, percentile=percentile,
         tolerance=tolerance, directed=directed, empty_distance=empty_distance, relative=relative,
-        backend=backend,
+        backend=backend, chunk_mb=chunk_mb,
     )
     return scores
 
@@ -242,6 +245,7 @@ class _SegBase(Metric):
         relative: bool = True,
         one_hot: bool = False,
         backend: str = "auto",
+        chunk_mb: float | None = None,
     ) -> None:
         super().__init__(class_names=class_names)
         if num_classes < 1 or num_classes - (0 if include_background else 1) < 1:
@@ -251,7 +255,7 @@ class _SegBase(Metric):
         self.include_background = include_background
         self.options = dict(convention=convention, percentile=percentile, tolerance=tolerance,
                             directed=directed, empty_distance=empty_distance, relative=relative,
-                            backend=backend)
+                            backend=backend, chunk_mb=chunk_mb)
         self.one_hot = one_hot
         for m in self.metric_names:
             self.add_state(f"scores_{m}", [], dist_reduce_fx="cat")

@@ -118,13 +118,13 @@ def test_functional_and_stateful_thread_backend(monkeypatch):
     sp = (1.0, 0.5, 2.0)
     ref = S.hd95(p, t, num_classes=3, spacing=sp, backend="kdtree")
     calls = []
-    real = _seg_core.class_surface_distances_torch
+    real = _seg_core.surface_distance_tensors
 
     def spy(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(_seg_core, "class_surface_distances_torch", spy)
+    monkeypatch.setattr(_seg_core, "surface_distance_tensors", spy)
     got = S.hd95(p, t, num_classes=3, spacing=sp, backend="torch")
     assert calls and torch.allclose(got, ref, rtol=REL, equal_nan=True)
     n = len(calls)
