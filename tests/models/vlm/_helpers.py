@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +71,20 @@ class SlowStreamingAdapter(CountingAdapter):
             on_response(i, resp)
             out.append(resp)
         return out
+
+
+def start_chat_server(*args: str, env: dict | None = None):
+    """Start chat_server.py; returns (process, port)."""
+    proc = subprocess.Popen([sys.executable, str(HERE / "chat_server.py"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    deadline = time.time() + 30
+    line = ""
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("PORT "):
+            return proc, int(line.split()[1])
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"chat server did not start: {line!r} {proc.stderr.read()}")

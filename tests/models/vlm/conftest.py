@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.models.vlm._helpers import HERE, CountingAdapter
+from tests.models.vlm._helpers import CountingAdapter, start_chat_server
 
 
 @pytest.fixture
@@ -17,26 +14,10 @@ def counting_adapter():
     return CountingAdapter()
 
 
-def _start_server(*args: str, env: dict | None = None):
-    proc = subprocess.Popen([sys.executable, str(HERE / "chat_server.py"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    deadline = time.time() + 30
-    line = ""
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("PORT "):
-            return proc, int(line.split()[1])
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError(f"chat server did not start: {line!r} {proc.stderr.read()}")
-
-
 @pytest.fixture(scope="module")
 def chat_server():
     """Base URL (``http://127.0.0.1:PORT/v1``) of a loopback chat-completions server process."""
-    proc, port = _start_server()
+    proc, port = start_chat_server()
     yield f"http://127.0.0.1:{port}/v1"
     proc.kill()
     proc.wait()
@@ -46,7 +27,7 @@ def chat_server():
 def keyed_server():
     """A server that answers only requests carrying the key in $MB_TEST_SERVER_KEY."""
     key = "sk-test-" + os.urandom(8).hex()
-    proc, port = _start_server("--require-key-env", "MB_TEST_SERVER_KEY",
+    proc, port = start_chat_server("--require-key-env", "MB_TEST_SERVER_KEY",
                                env={"MB_TEST_SERVER_KEY": key})
     yield f"http://127.0.0.1:{port}/v1", key
     proc.kill()

@@ -203,3 +203,59 @@ def test_nondeterministic_requests_reach_the_server(chat_server, tmp_path):
     t1 = a.generate([_req("sample", settings=hot)])[0].text
     t2 = a.generate([_req("sample", settings=hot)])[0].text
     assert a.calls == 2 and t1 != t2
+
+
+_KILLED_CLIENT = """
+import sys
+from medimg_bench.models.vlm.openai import OpenAIVLMAdapter
+from tests.models.vlm.test_openai import _req
+a = OpenAIVLMAdapter(model="loopback", base_url=sys.argv[1], api_key_env=None, max_concurrency=2,
+                     cache_path=sys.argv[2])
+a.generate([_req(f"resume {i}", sid=str(i)) for i in range(300)])
+print("finished")
+"""
+
+
+def test_killed_client_resumes_without_asking_again(tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.models.vlm._helpers import start_chat_server
+
+    def rows():
+        if not path.exists():
+            return 0
+        conn = sqlite3.connect(str(path), timeout=30)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+        finally:
+            conn.close()
+
+    server, port = start_chat_server("--latency", "0.05")
+    url = f"http://127.0.0.1:{port}/v1"
+    path = tmp_path / "r.sqlite"
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT, url, str(path)],
+                                cwd=Path(__file__).resolve().parents[3], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while time.time() < deadline and rows() < 20:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+        assert "finished" not in out, err
+        saved = rows()
+        assert 20 <= saved < 300
+        a = _adapter(url, max_concurrency=8, cache=True, cache_path=str(path))
+        resumed = a.generate([_req(f"resume {i}", sid=str(i)) for i in range(300)])
+        assert a.calls == 300 - saved and sum(r.cached for r in resumed) == saved
+        assert [r.text for r in resumed] == [f"echo: resume {i} | images=1" for i in range(300)]
+    finally:
+        server.kill()
+        server.wait()
