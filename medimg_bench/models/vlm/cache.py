@@ -227,18 +227,25 @@ class ResponseCache:
     # -- the adapter path -------------------------------------------------------------------------
     def generate(self, adapter: Any, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
         """Responses for ``requests``: stored ones from the file, the rest from ``adapter``
-        (each committed as soon as it arrives). Same order as ``requests``."""
+        (each committed as soon as it arrives). Same order as ``requests``. A deterministic
+        request repeated within the call is sent once; its repeats count as hits."""
         requests = list(requests)
         fp = adapter.fingerprint()
         keys = [request_key(fp, r) for r in requests]
         servable = [self.serve_nondeterministic or r.settings.deterministic for r in requests]
         found = self.get_many([k for k, s in zip(keys, servable) if s])
         out: list[GenerationResponse | None] = [None] * len(requests)
-        todo: list[int] = []
+        todo: list[int] = []  # requests sent to the model
+        copies: dict[int, list[int]] = {}  # a deterministic request repeated in this call: asked once
+        first_of: dict[str, int] = {}
         for i, (k, s) in enumerate(zip(keys, servable)):
             if s and k in found:
                 out[i] = found[k]
+            elif s and k in first_of:
+                copies.setdefault(first_of[k], []).append(i)
             else:
+                if s:
+                    first_of[k] = i
                 todo.append(i)
         self.hits += len(requests) - len(todo)
         self.misses += len(todo)
@@ -256,6 +263,10 @@ class ResponseCache:
                 raise RuntimeError(f"{adapter!r} returned {len(got)} responses for {len(todo)} requests")
             for j, resp in enumerate(got):
                 out[todo[j]] = resp
+                for c in copies.get(todo[j], ()):
+                    dup = GenerationResponse.from_dict(resp.to_dict())
+                    dup.cached = resp.error is None
+                    out[c] = dup
         return out  # type: ignore[return-value]
 
     # -- inspection -------------------------------------------------------------------------------

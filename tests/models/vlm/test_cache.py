@@ -228,3 +228,15 @@ def test_medimg_bench_cache_command(tmp_path):
                          env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert f"{path}: 4 entries" in res.stdout and "fake-m1 (fake)" in res.stdout
+
+
+def test_repeated_request_in_one_call_is_asked_once(tmp_path):
+    a = CountingAdapter()
+    a.cache = ResponseCache(tmp_path / "r.sqlite")
+    r = make_requests(2)
+    out = a.generate([r[0], r[1], r[0], r[0]])
+    assert a.calls == 2 and [x.text for x in out] == [out[0].text, out[1].text, out[0].text, out[0].text]
+    assert [x.cached for x in out] == [False, False, True, True]
+    hot = make_requests(1, settings=GenerationSettings(temperature=1.0, seed=None))[0]
+    a.generate([hot, hot])
+    assert a.calls == 4  # unseeded samples are independent draws

@@ -259,3 +259,15 @@ def test_killed_client_resumes_without_asking_again(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_generate_called_inside_a_running_event_loop(chat_server):
+    import asyncio
+
+    a = _adapter(chat_server)
+
+    async def notebook_cell():
+        return a.generate([_req("from a notebook")])
+
+    out = asyncio.run(notebook_cell())
+    assert out[0].text == "echo: from a notebook | images=1"
