@@ -178,3 +178,19 @@ def test_bf16_on_gpu_matches_batching(tiny_vlm_path):
     reqs = _reqs()
     batched = m.generate(reqs)
     assert all(r.error is None for r in batched)
+
+
+def test_each_batch_is_handed_over_before_the_next_runs(tiny, monkeypatch):
+    events = []
+    real = tiny._generate_batch
+
+    def logged(*args, **kwargs):
+        events.append("generate")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiny, "_generate_batch", logged)
+    monkeypatch.setattr(tiny, "batch_size", 2)
+    s = GenerationSettings(max_new_tokens=2)
+    reqs = [GenerationRequest(images=[_img(i)], user=f"q{i}", settings=s) for i in range(4)]
+    tiny._generate_streaming(reqs, lambda i, r: events.append(f"got {i}"))
+    assert events == ["generate", "got 0", "got 1", "generate", "got 2", "got 3"]
