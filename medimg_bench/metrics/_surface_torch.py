@@ -86,6 +86,8 @@ def _neighbour_codes(padded: torch.Tensor) -> torch.Tensor:
 # large GPU (≈ 2e11 float64 pair evaluations take seconds); such surfaces (e.g. the background
 # class of a full CT with include_background=True) go to the KD-tree instead.
 BRUTE_FORCE_MAX_PAIRS = 2e11
+#: How :func:`surface_distance_tensors` searches by default ("auto", "edt" or "brute").
+DEFAULT_METHOD = "auto"
 
 
 def nearest_distances(
@@ -200,7 +202,7 @@ def _surfaces(pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ..
 
 def surface_distance_tensors(
     pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
-    method: str = "auto", chunk_bytes: int | None = None,
+    method: str | None = None, chunk_bytes: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """**Squared** distances (mm², float64, on the masks' device) from each prediction surface
     point to the target surface and back, with their weights: ``(d2_pt, w_p, d2_tp, w_t)``.
@@ -208,7 +210,9 @@ def surface_distance_tensors(
     numbers bit for bit.
 
     ``method``: ``"edt"`` (distance transform of both surfaces over the box), ``"brute"``
-    (point pairs) or ``"auto"`` (the cheaper by a count of elementary steps)."""
+    (point pairs) or ``"auto"`` (the cheaper by a count of elementary steps); default
+    :data:`DEFAULT_METHOD`."""
+    method = method or DEFAULT_METHOD
     dev = pred.device
     sp, st, wp, wt = _surfaces(pred, target, spacing, surface)
     if method == "auto":

@@ -146,3 +146,18 @@ def test_cluster_products_pick_dense_or_sparse_and_agree():
                                       device=torch.device("cpu"))
     assert not sparse.dense
     np.testing.assert_allclose(dense(counts).numpy(), expected @ counts.numpy().T, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name,make,kind", METRICS, ids=[m[0] for m in METRICS])
+def test_cuda_cluster_fast_path_equals_cpu(name, make, kind):
+    s, y = _data(kind)
+    metric = make()
+    cluster = np.arange(len(s)) // 3
+    g = int(cluster.max()) + 1
+    counts = torch.from_numpy(np.concatenate(list(stats.bootstrap_counts(g, 25, seed=1))).astype(np.float64))
+    cpu = metric.cluster_weighted(s, y, cluster, g)(counts)
+    gpu = metric.cluster_weighted(s.cuda(), y.cuda(), cluster, g)(counts)
+    assert gpu.device.type == "cuda"
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=0, atol=1e-12, equal_nan=True)
