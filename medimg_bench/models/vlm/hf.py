@@ -10,6 +10,7 @@ summed over the option's tokens) of each option's text following the prompt.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -95,6 +96,8 @@ class HFVLMAdapter(GenerativeAdapter):
         batch_size: requests generated together (left padding).
         max_new_tokens, temperature, top_p, seed: default :class:`GenerationSettings`.
         chat_template: a Jinja template replacing the processor's own.
+        processor_kwargs: passed to ``AutoProcessor.from_pretrained`` (e.g. Qwen2-VL's
+            ``max_pixels`` to bound the image tokens of large originals); part of the identity.
         cache, cache_path, cache_nondeterministic: the response cache (see ``cache.py``).
     """
 
@@ -113,6 +116,7 @@ class HFVLMAdapter(GenerativeAdapter):
         top_p: float = 1.0,
         seed: int | None = 0,
         chat_template: str | None = None,
+        processor_kwargs: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
         local_files_only: bool = True,
@@ -135,6 +139,7 @@ class HFVLMAdapter(GenerativeAdapter):
         self.batch_size = int(batch_size)
         self.device_map = device_map
         self.chat_template = chat_template
+        self.processor_kwargs = dict(processor_kwargs or {})
         local = Path(self.path).expanduser()
         if local.exists() and not local.is_dir():
             raise ValueError(f"hf_vlm: path {self.path} is a file; give the model folder")
@@ -155,7 +160,7 @@ class HFVLMAdapter(GenerativeAdapter):
                                   "local_files_only": local_files_only}
         src = str(local) if local.exists() else self.path
         try:
-            self.processor = AutoProcessor.from_pretrained(src, **common)
+            self.processor = AutoProcessor.from_pretrained(src, **common, **self.processor_kwargs)
             kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
             if device_map is not None:
                 kwargs["device_map"] = device_map
@@ -192,6 +197,8 @@ class HFVLMAdapter(GenerativeAdapter):
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"model": self.path, "revision": self.revision, "dtype": self.dtype,
                                  "files": self._signature}
+        if self.processor_kwargs:
+            ident["processor_kwargs"] = json.dumps(self.processor_kwargs, sort_keys=True, default=str)
         if self.chat_template is not None:
             ident["chat_template"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return ident

@@ -194,3 +194,9 @@ def test_each_batch_is_handed_over_before_the_next_runs(tiny, monkeypatch):
     reqs = [GenerationRequest(images=[_img(i)], user=f"q{i}", settings=s) for i in range(4)]
     tiny._generate_streaming(reqs, lambda i, r: events.append(f"got {i}"))
     assert events == ["generate", "got 0", "got 1", "generate", "got 2", "got 3"]
+
+
+def test_processor_kwargs_reach_the_processor_and_the_identity(tiny_vlm_path, tiny):
+    m = HFVLMAdapter(path=str(tiny_vlm_path), cache=False, processor_kwargs={"do_normalize": False})
+    assert m.processor.image_processor.do_normalize is False
+    assert m.fingerprint() != tiny.fingerprint() and "processor_kwargs" in m.identity()
