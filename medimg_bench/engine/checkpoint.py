@@ -41,6 +41,36 @@ def _cpu(value: Any) -> Any:
     return value
 
 
+_SEP = "\x1f"  # ASCII unit separator
+
+
+def _pack(values: list[Any]) -> Any:
+    """A list of strings as one joined string (pickling one object, not thousands); other lists
+    as they are. ``_unpack`` reverses it."""
+    if values and all(type(v) is str for v in values):
+        joined = _SEP.join(values)
+        if joined.count(_SEP) == len(values) - 1:  # no value contains the separator
+            return {"strs": joined, "n": len(values)}
+    return values
+
+
+def _unpack(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"strs", "n"}:
+        return value["strs"].split(_SEP) if value["n"] else []
+    if isinstance(value, dict) and set(value) == {"cat", "sizes"}:
+        return list(torch.split(value["cat"], value["sizes"]))
+    return value
+
+
+def _pack_items(items: list[Any]) -> Any:
+    """Per-batch tensors of one state as one tensor plus the split sizes (lossless: ``_unpack``
+    gives back the same items), strings as one string, anything else as it is."""
+    if (len(items) > 1 and all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in items)
+            and len({(t.dtype, tuple(t.shape[1:])) for t in items}) == 1):
+        return {"cat": torch.cat(items), "sizes": [int(t.shape[0]) for t in items]}
+    return _pack(items)
+
+
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(d, Mapping):
         out: dict[str, Any] = {}
@@ -146,13 +176,14 @@ class Checkpoint:
                     + "; ".join(diffs) + ". Resume with the same model, weights, options and data, "
                     "or delete the checkpoint (or pass overwrite=true) to start over"
                 )
-            done.extend(state["done"])
-            chunks.extend(state["records"])
+            done.extend(_unpack(state["done"]))
+            chunks.extend({k: _unpack(v) for k, v in c.items()} for c in state["records"])
             failures.extend(state["failures"])
             for name, states in state["metrics"].items():
                 mine = metrics.setdefault(name, {})
                 for s, entry in states.items():
                     kind, value = entry
+                    value = _unpack(value)
                     if kind == "append":
                         mine.setdefault(s, []).extend(value)
                     else:  # "replace": a full list, or a fixed-size state
@@ -187,7 +218,8 @@ class Checkpoint:
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
                 appended = (list_id == id(value) and len(value) >= n0
                             and (n0 == 0 or id(value[n0 - 1]) == last_id))
-                out[s] = ("append", _cpu(value[n0:])) if appended else ("replace", _cpu(list(value)))
+                items = _pack_items(_cpu(value[n0:] if appended else list(value)))
+                out[s] = ("append" if appended else "replace", items)
                 self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
             else:
                 out[s] = ("replace", _cpu(value))
@@ -208,8 +240,9 @@ class Checkpoint:
             "version": VERSION,
             "key": self.key,
             "segment": {**self._segment, "wall_time_s": round(float(elapsed_s), 3)},
-            "done": list(done[self._saved["done"]:]),
-            "records": records.to_state(self._saved["records"]),
+            "done": _pack(list(done[self._saved["done"]:])),
+            "records": [{k: _pack(v) if isinstance(v, list) else v for k, v in c.items()}
+                        for c in _joined(records, self._saved["records"]).to_state()],
             "failures": [dict(f) for f in failures[self._saved["failures"]:]],
             "metrics": {name: self._metric_delta(name, m) for name, m in metrics.items()},
         }
@@ -220,6 +253,14 @@ class Checkpoint:
         os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         return path
+
+
+def _joined(records: Records, start: int) -> Records:
+    """Chunks ``start:`` as one chunk when they share their columns (fewer objects to save)."""
+    new = records.chunks[start:]
+    if len(new) > 1 and len({tuple(c) for c in new}) == 1:
+        return Records([Records(new).columns()])
+    return Records(new)
 
 
 def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[str, Any]]) -> None:

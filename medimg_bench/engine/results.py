@@ -189,7 +189,10 @@ def build_samples_table(
     if failures:
         fail = pd.DataFrame([{"id": f["id"], "status": "failed", "error": f"[{f.get('stage', '?')}] {f['error']}"} for f in failures])
         table = pd.concat([table, fail], ignore_index=True)
-    table["patient_id"] = table["id"].map(lambda i: patients.get(i, i))
+    if patients:  # vectorised lookup; samples without a patient are their own patient
+        table["patient_id"] = table["id"].map(patients).where(lambda p: p.notna(), table["id"])
+    else:
+        table["patient_id"] = table["id"]
     first = [c for c in _KEY_COLUMNS if c in table.columns]
     return table[first + [c for c in table.columns if c not in first]].reset_index(drop=True)
 
