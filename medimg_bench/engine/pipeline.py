@@ -217,9 +217,13 @@ def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = 
     has_ckpt = has_checkpoint(run_dir / "checkpoint")
     if resume:
         rdir = Path(str(resume))
+        nothing = not has_ckpt and not has_results and not (run_dir / "model.safetensors").exists()
         if rdir.resolve() != run_dir.resolve():
-            raise ValueError(f"resume={rdir} but the run directory is {run_dir}; they must be the same")
-        if not has_ckpt and not has_results and not (rdir / "model.safetensors").exists():
+            if not rdir.is_dir() or rdir.resolve() not in run_dir.resolve().parents:
+                raise ValueError(f"resume={rdir} but the run directory is {run_dir}; they must be the same")
+            if nothing:  # an entry of a resumed benchmark that had not started: run it
+                return None
+        if nothing:
             raise FileNotFoundError(
                 f"resume={rdir}: nothing to resume there (no checkpoint/, no model.safetensors and no "
                 f"finished results{'; the directory does not exist' if not rdir.exists() else ''})"
