@@ -117,7 +117,9 @@ class Checkpoint:
 
     def __init__(self, root: str | Path, *, key: Mapping[str, Any], rank: int = 0, world_size: int = 1) -> None:
         self.root = Path(root)
-        self.key = {**dict(key), "world_size": world_size, "rank": rank}
+        from medimg_bench.engine.results import redact_secrets
+
+        self.key = redact_secrets({**dict(key), "world_size": world_size, "rank": rank})
         self.rank, self.world_size = rank, world_size
         self.dir = self.root / f"rank{rank}-of-{world_size}" if world_size > 1 else self.root
         self._n_part = 0
