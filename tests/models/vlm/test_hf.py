@@ -172,12 +172,15 @@ def test_concurrent_first_builds_make_one_model(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_bf16_on_gpu_matches_batching(tiny_vlm_path):
+def test_bf16_on_gpu(tiny_vlm_path):
     m = HFVLMAdapter(path=str(tiny_vlm_path), cache=False, batch_size=4).to("cuda")
-    assert m.dtype == "bfloat16"
-    reqs = _reqs()
-    batched = m.generate(reqs)
-    assert all(r.error is None for r in batched)
+    assert m.dtype == "bfloat16" and next(m.model.parameters()).device.type == "cuda"
+    out = m.generate(_reqs())
+    assert [r.error for r in out] == [None] * 6 and all(r.text for r in out)
+    mc = m.generate([GenerationRequest(images=[_img(7)], user="is it normal?",
+                                       options=["yes", "no", "normal lung"])])[0]
+    assert mc.error is None and len(mc.option_logprobs) == 3
+    assert all(np.isfinite(mc.option_logprobs))
 
 
 def test_each_batch_is_handed_over_before_the_next_runs(tiny, monkeypatch):
