@@ -329,7 +329,12 @@ class OpenAIVLMAdapter(GenerativeAdapter):
             async with httpx.AsyncClient(limits=limits, timeout=timeout, verify=ssl_context,
                                          trust_env=self.trust_env) as client:
                 for i in todo:
-                    resp = await self._one(client, requests[i])
+                    try:
+                        resp = await self._one(client, requests[i])
+                    except Exception as exc:  # anything unforeseen fails this request alone
+                        resp = GenerationResponse(prompt=requests[i].rendered_prompt(), error=self._redact(
+                            f"sample {requests[i].sample_id or '?'}: {self.url}: "
+                            f"{type(exc).__name__}: {exc}"))
                     out[i] = resp
                     on_response(i, resp)
 
