@@ -440,7 +440,25 @@ def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     stage = getattr(exc, "_mb_stage", "predict")
+    if _is_oom(exc):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # let the next samples run
+        hint = ("segmentation metrics: lower their chunk_mb option (metrics.<name>.chunk_mb=…) or use "
+                "backend=kdtree" if stage == "metric" else "lower batch_size, or set roi_size for "
+                "sliding-window inference / amp=true")
+        return {"id": sample_id, "stage": stage,
+                "error": f"out of memory while {_STAGE_WORDS.get(stage, stage)} sample {sample_id!r}; "
+                         f"{hint} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"}
     return {"id": sample_id, "stage": stage, "error": f"{type(exc).__name__}: {exc}{where}"}
+
+
+_STAGE_WORDS = {"predict": "predicting", "target": "reading the target of", "metric": "scoring"}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    return (oom is not None and isinstance(exc, oom)) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
 def _metric_settings(metric: Metric) -> str:

@@ -109,3 +109,24 @@ def test_failures_are_tagged_with_the_stage(tmp_path):
     assert errors["cxr_00003"].startswith("[predict]") and "NaN" in errors["cxr_00003"]
     assert errors[bad_label].startswith("[target]")
     assert list(res.failures["id"]) == sorted(res.failures["id"])  # dataset order
+
+
+def test_out_of_memory_in_a_metric_names_the_case_and_the_chunk_option(tmp_path, synthetic_root):
+    from medimg_bench.registry import create_model
+
+    ds = create("synthetic_ct", synthetic_root / "ct_oom", split="all", n=3, shape=(16, 16, 8))
+    model = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
+    from medimg_bench.metrics.segmentation import Dice
+
+    class OOMDice(Dice):
+        def update(self, preds, targets, meta=None, *, ids=None):
+            if ids and ds.sample_id(1) in ids:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+            super().update(preds, targets, meta, ids=ids)
+
+    dice = OOMDice(num_classes=5, class_names=["liver", "kidney", "spleen", "spine"])
+    res = evaluate(model, ds, task="segmentation", metrics={"dice": dice}, progress=False, n_resamples=5)
+    err = res.failures.set_index("id")["error"][ds.sample_id(1)]
+    assert err.startswith("[metric] out of memory while scoring sample") and ds.sample_id(1) in err
+    assert "chunk_mb" in err
+    assert res.summary["n_failed"] == 1 and len(res.metrics["dice"].ids) == 2
