@@ -1,7 +1,7 @@
 """Segmentation metrics at GPU speed: Dice + HD95 + ASSD + NSD of a many-organ CT label map.
 
     PYTHONPATH=. python benchmarks/seg_metrics_gpu.py [--device cuda] [--seg SEG] [--upsample 4]
-        [--repeat 5] [--big] [--methods auto brute]
+        [--repeat 5] [--big] [--methods auto brute] [--profile]
 
 Cases: the 41-organ TotalSegmentator label map (``--seg``: a ``.npz`` with arrays ``seg`` and
 ``spacing``, or a NIfTI read with nibabel; default ``../shared/data/totalseg_ct/seg.nii.gz``)
@@ -116,6 +116,15 @@ def _case(name, seg, sp, shift, args) -> None:
         print(f"  {'torch ' + method + ' (' + args.device + ')':<28} {t:8.3f} s   {t_cpu / t:6.1f}x kdtree"
               f"   max |diff| vs kdtree {_diff(out, ref):.1e}")
     _surface_torch.DEFAULT_METHOD = "auto"
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+        with profile(activities=acts) as prof:
+            _ours(pd_, td_, k, sp, "torch")
+            _sync(args.device)
+        key = "cuda_time_total" if args.device.startswith("cuda") else "cpu_time_total"
+        print(prof.key_averages().table(sort_by=key, row_limit=12))
     try:
         import monai  # noqa: F401
     except ImportError:
@@ -166,6 +175,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--methods", nargs="+", default=["auto", "brute"])
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="print the torch profiler's top operations")
     args = ap.parse_args()
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     print(f"device {args.device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -88,6 +89,9 @@ def _neighbour_codes(padded: torch.Tensor) -> torch.Tensor:
 BRUTE_FORCE_MAX_PAIRS = 2e11
 #: How :func:`surface_distance_tensors` searches by default ("auto", "edt" or "brute").
 DEFAULT_METHOD = "auto"
+#: Half-width (voxels) of the distance transform's min-plus window along the axes after the
+#: first; points farther than the window covers are searched exactly over all surface points.
+EDT_WINDOW = 8
 
 
 def nearest_distances(
@@ -146,26 +150,45 @@ def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor,
     return out
 
 
-def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int) -> torch.Tensor:
-    """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis`` (exact)."""
+def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
+              window: int | None = None) -> torch.Tensor:
+    """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis``, over all
+    ``y`` or, with ``window``, over ``|y − x| ≤ window`` (exact minimum over those ``y``)."""
     n = g.shape[axis]
-    diff = coord[:, None] - coord[None, :]
-    table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
     moved = g.movedim(axis, -1)
-    flat = moved.reshape(-1, n)
-    out = torch.empty_like(flat)
-    rows = max(1, chunk_bytes // (8 * n * n))
-    for i in range(0, flat.shape[0], rows):
-        torch.amin(flat[i : i + rows, None, :] + table, dim=-1, out=out[i : i + rows])
+    full = window is None or 2 * window + 1 >= n
+    if full:
+        diff = coord[:, None] - coord[None, :]
+        table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
+        flat = moved.reshape(-1, n)[:, None, :]
+        width = n
+    else:
+        w = int(window)  # type: ignore[arg-type]
+        # coordinates of the padded positions, index × spacing: the same products as ``coord``
+        cpad = torch.arange(-w, n + w, dtype=coord.dtype, device=coord.device) * coord[1]
+        diff = coord[:, None] - cpad.unfold(0, 2 * w + 1, 1)  # (x, offset)
+        table = diff * diff
+        padded = torch.nn.functional.pad(moved.reshape(-1, n), (w, w), value=math.inf)
+        flat = padded.unfold(-1, 2 * w + 1, 1)  # (rows, x, offset), a view
+        width = 2 * w + 1
+    out = torch.empty(moved.shape, dtype=g.dtype, device=g.device).view(-1, n)
+    rows = max(1, chunk_bytes // (8 * n * width))
+    for i in range(0, out.shape[0], rows):
+        torch.amin(flat[i : i + rows] + table, dim=-1, out=out[i : i + rows])
     return out.view(moved.shape).movedim(-1, axis)
 
 
-def squared_edt(seeds: torch.Tensor, coords: list[torch.Tensor], *, chunk_bytes: int | None = None) -> torch.Tensor:
+def squared_edt(
+    seeds: torch.Tensor, coords: list[torch.Tensor], *, chunk_bytes: int | None = None,
+    window: Sequence[int | None] | None = None,
+) -> torch.Tensor:
     """Squared Euclidean distance (float64, squared coordinate units) from every grid point of
     ``seeds`` (a boolean ``(B, *spatial)`` stack) to the nearest seed of its own item; ``inf``
     where an item has no seed. ``coords[k]`` holds the coordinate of each index along spatial
     axis ``k`` (index × spacing). Exact: equal to the minimum over seeds of the squared
-    differences summed in axis order."""
+    differences summed in axis order. ``window[k]`` (for axes after the first) restricts the
+    seeds to index offsets ``≤ window[k]`` along axis ``k``: the result is then the exact minimum
+    over those seeds only (see :func:`surface_distance_tensors` for when that is the true one)."""
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if seeds.device.type != "cpu" else CPU_CHUNK_BYTES
     n0 = seeds.shape[1]
@@ -181,7 +204,7 @@ def squared_edt(seeds: torch.Tensor, coords: list[torch.Tensor], *, chunk_bytes:
     g = torch.minimum(torch.where(left >= 0, dl * dl, inf), torch.where(right < n0, dr * dr, inf))
     del left, right, dl, dr
     for k in range(1, seeds.ndim - 1):
-        g = _min_plus(g, k + 1, coords[k], chunk_bytes)
+        g = _min_plus(g, k + 1, coords[k], chunk_bytes, None if window is None else window[k])
     return g
 
 
@@ -215,14 +238,28 @@ def surface_distance_tensors(
     method = method or DEFAULT_METHOD
     dev = pred.device
     sp, st, wp, wt = _surfaces(pred, target, spacing, surface)
+    shape = sp.shape
+    win = [None] + [None if 2 * EDT_WINDOW + 1 >= n else EDT_WINDOW for n in shape[1:]]
     if method == "auto":
         n_p, n_t = (int(v) for v in torch.stack([sp.sum(), st.sum()]).tolist())
-        edt_steps = 2 * sp.numel() * (2 + sum(sp.shape[1:]))
+        edt_steps = 2 * sp.numel() * (2 + sum(n if w is None else 2 * w + 1 for n, w in zip(shape[1:], win[1:])))
         method = "edt" if edt_steps < n_p * n_t * sp.ndim else "brute"
     if method == "edt":
-        coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s) for n, s in zip(sp.shape, spacing)]
-        g = squared_edt(torch.stack([st, sp]), coords, chunk_bytes=chunk_bytes)
+        coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s) for n, s in zip(shape, spacing)]
+        g = squared_edt(torch.stack([st, sp]), coords, chunk_bytes=chunk_bytes, window=win)
         d_pt, d_tp = g[0][sp], g[1][st]
+        # a windowed minimum is the true one when it is below the squared distance of every seed
+        # outside the window; the other points are searched exactly over all seeds
+        bounds = [((w + 1) * float(s)) ** 2 for w, s in zip(win[1:], spacing[1:]) if w is not None]
+        if bounds:
+            bound = min(bounds) * (1 - 1e-9)
+            scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
+            for d, q_mask, s_mask in ((d_pt, sp, st), (d_tp, st, sp)):
+                far = d >= bound
+                if bool(far.any()):
+                    q = torch.nonzero(q_mask)[far].to(torch.float64) * scale
+                    seeds_xyz = torch.nonzero(s_mask).to(torch.float64) * scale
+                    d[far] = nearest_distances(q, seeds_xyz, chunk_bytes=chunk_bytes, squared=True)
     elif method == "brute":
         scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
         xp = torch.nonzero(sp).to(torch.float64) * scale

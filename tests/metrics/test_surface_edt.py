@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from medimg_bench.metrics import _surface_torch
 from medimg_bench.metrics import segmentation as S
 from medimg_bench.metrics._surface import class_surface_distances
 from medimg_bench.metrics._surface_torch import squared_edt, surface_distance_tensors
@@ -31,17 +32,25 @@ def _blobs(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray
        surface=st.sampled_from(["edge", "surfel"]),
        spacing=st.sampled_from([None, (0.8, 0.8, 2.5), (1 / 3, 0.7, 1.1), (3.0, 0.1, 0.3)]))
 def test_edt_brute_and_kdtree_give_the_same_float64_distances(seed, ndim, surface, spacing):
+    if surface == "surfel":
+        pytest.importorskip("surface_distance")  # its surfel lookup table
     rng = np.random.default_rng(seed)
     shape = tuple(int(v) for v in rng.integers(2, 16 if ndim == 3 else 40, ndim))
     sp = tuple((spacing or (1.0, 1.0, 1.0))[:ndim])
     p, t = _blobs(rng, shape)
     ref = class_surface_distances(p, t, sp, surface)
     pt, tt = torch.from_numpy(p), torch.from_numpy(t)
-    for method in ("edt", "brute"):
-        got = [x.numpy() for x in surface_distance_tensors(pt, tt, sp, surface, method=method, chunk_bytes=4096)]
+    # windows of 1 and 2 voxels send many points to the exact search beyond the window
+    for method, window in (("edt", 8), ("edt", 2), ("edt", 1), ("brute", 8)):
+        _surface_torch.EDT_WINDOW = window
+        try:
+            got = [x.numpy() for x in surface_distance_tensors(pt, tt, sp, surface, method=method,
+                                                                  chunk_bytes=4096)]
+        finally:
+            _surface_torch.EDT_WINDOW = 8
         got[0], got[2] = np.sqrt(got[0]), np.sqrt(got[2])
         for a, b in zip(got, (ref.d_pred_to_target, ref.w_pred, ref.d_target_to_pred, ref.w_target)):
-            np.testing.assert_array_equal(a, b, err_msg=f"{method} differs from the KD-tree")
+            np.testing.assert_array_equal(a, b, err_msg=f"{method} (window {window}) differs from the KD-tree")
 
 
 def test_squared_edt_against_scipy_and_without_seeds():
@@ -54,6 +63,8 @@ def test_squared_edt_against_scipy_and_without_seeds():
     sp = (0.5, 1.5, 2.0)
     coords = [torch.arange(n, dtype=torch.float64) * s for n, s in zip(seeds.shape[1:], sp)]
     got = squared_edt(torch.from_numpy(seeds), coords, chunk_bytes=1000).sqrt().numpy()
+    wide = squared_edt(torch.from_numpy(seeds), coords, window=[None, 20, 20]).sqrt().numpy()
+    np.testing.assert_array_equal(got, wide)  # a window wider than the axis is the full search
     for b in range(2):
         want = distance_transform_edt(~seeds[b], sampling=sp)
         np.testing.assert_allclose(got[b], want, rtol=1e-12)
@@ -79,6 +90,13 @@ def test_torch_backend_on_a_many_class_volume_equals_kdtree():
     b = S.segmentation_scores(torch.from_numpy(p), torch.from_numpy(t), backend="torch", chunk_mb=0.01, **kw)
     for m in a:
         torch.testing.assert_close(a[m], b[m], rtol=0, atol=0, equal_nan=True)
+    _surface_torch.EDT_WINDOW = 2
+    try:
+        c = S.segmentation_scores(torch.from_numpy(p), torch.from_numpy(t), backend="torch", **kw)
+    finally:
+        _surface_torch.EDT_WINDOW = 8
+    for m in a:
+        torch.testing.assert_close(a[m], c[m], rtol=0, atol=0, equal_nan=True)
 
 
 def test_bad_chunk_option_is_refused():
