@@ -57,7 +57,10 @@ def test_local_submitit_launcher_runs_two_jobs_and_sweep_gathers_them(tmp_path):
     manifests = sorted((tmp_path / "runs").rglob("manifest.json"))
     assert len(manifests) == 2
     pids = {json.loads(m.read_text())["environment"].get("pid") for m in manifests}
-    assert len(pids) == 2 and None not in pids  # two separate job processes
+    assert len(pids) == 2 and None not in pids  # two separate job processes...
+    started = [(m.parent / ".hydra" / "config.yaml").stat().st_mtime for m in manifests]
+    ended = [m.stat().st_mtime for m in manifests]
+    assert max(started) < min(ended)  # ...that ran at the same time
     sweep_dir = manifests[0].parent.parent
     assert (sweep_dir / ".submitit").is_dir()
     res = _cli(tmp_path, "sweep", str(sweep_dir))
