@@ -404,7 +404,9 @@ def evaluate(
         "name": label,
         "task": task_obj.name,
         "model": getattr(model, "name", type(model).__name__),
-        "model_fingerprint": model_fingerprint(model) if ckpt is None else ckpt.key["model"],
+        # hashing the weights costs ~1 s per GB: done when a checkpoint or a shard needs it
+        "model_fingerprint": ckpt.key["model"] if ckpt is not None
+        else model_fingerprint(model) if shard_spec is not None else None,
         "dataset": {
             "name": getattr(dataset, "name", type(dataset).__name__),
             "n_samples": len(dataset),
