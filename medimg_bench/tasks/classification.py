@@ -47,7 +47,7 @@ class ClassificationTask(Task):
             err = ValueError("model returned NaN or inf scores")
             err.stage = "predict"  # type: ignore[attr-defined]  # the model's fault, not the target's
             raise err
-        return probs, torch.as_tensor(batch["label"]).to(probs.device)
+        return probs, torch.as_tensor(batch["label"]).to(probs.device, non_blocking=True)
 
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None

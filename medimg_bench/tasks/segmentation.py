@@ -37,7 +37,7 @@ class SegmentationTask(Task):
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
         labels = outputs["labels"]
-        return labels, torch.as_tensor(batch["mask"]).to(labels.device)
+        return labels, torch.as_tensor(batch["mask"]).to(labels.device, non_blocking=True)
 
     def build_metrics(
         self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
@@ -63,7 +63,7 @@ class SegmentationTask(Task):
         """Columns for the batch, one row per sample × class (background left out unless
         included): voxel counts of target and prediction and their volumes in mL."""
         pred = outputs["labels"]
-        target = torch.as_tensor(batch["mask"]).to(pred.device)
+        target = torch.as_tensor(batch["mask"]).to(pred.device, non_blocking=True)
         k = len(classes) if classes else int(max(pred.max(), target.max())) + 1
         names = list(classes) if classes else [str(i) for i in range(k)]
         b = pred.shape[0]
