@@ -152,30 +152,38 @@ def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor,
 
 def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
               window: int | None = None) -> torch.Tensor:
-    """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis``, over all
-    ``y`` or, with ``window``, over ``|y − x| ≤ window`` (exact minimum over those ``y``)."""
+    """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis`` (≥ 2 of a
+    contiguous ``(B, n0, ...)`` tensor), over all ``y`` or, with ``window``, over
+    ``|y − x| ≤ window`` (the exact minimum over those ``y``); chunked over ``B × n0`` rows."""
     n = g.shape[axis]
-    moved = g.movedim(axis, -1)
-    full = window is None or 2 * window + 1 >= n
-    if full:
+    gv = g.reshape(g.shape[0] * g.shape[1], *g.shape[2:])
+    ax = axis - 1
+    out = torch.empty_like(gv)
+    per_row = max(1, gv[0].numel())
+    if window is None or 2 * window + 1 >= n:
         diff = coord[:, None] - coord[None, :]
         table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
-        flat = moved.reshape(-1, n)[:, None, :]
-        width = n
-    else:
-        w = int(window)  # type: ignore[arg-type]
-        # coordinates of the padded positions, index × spacing: the same products as ``coord``
-        cpad = torch.arange(-w, n + w, dtype=coord.dtype, device=coord.device) * coord[1]
-        diff = coord[:, None] - cpad.unfold(0, 2 * w + 1, 1)  # (x, offset)
-        table = diff * diff
-        padded = torch.nn.functional.pad(moved.reshape(-1, n), (w, w), value=math.inf)
-        flat = padded.unfold(-1, 2 * w + 1, 1)  # (rows, x, offset), a view
-        width = 2 * w + 1
-    out = torch.empty(moved.shape, dtype=g.dtype, device=g.device).view(-1, n)
-    rows = max(1, chunk_bytes // (8 * n * width))
-    for i in range(0, out.shape[0], rows):
-        torch.amin(flat[i : i + rows] + table, dim=-1, out=out[i : i + rows])
-    return out.view(moved.shape).movedim(-1, axis)
+        rows = max(1, chunk_bytes // (8 * per_row * n))
+        for i in range(0, gv.shape[0], rows):
+            part = gv[i : i + rows].movedim(ax, -1)
+            out[i : i + rows] = torch.amin(part[..., None, :] + table, dim=-1).movedim(-1, ax)
+        return out.view(g.shape)
+    w = int(window)
+    # coordinates of the padded positions, index × spacing: the same products as ``coord``
+    cpad = torch.arange(-w, n + w, dtype=coord.dtype, device=coord.device) * coord[1]
+    diff = coord[:, None] - cpad.unfold(0, 2 * w + 1, 1)  # (x, offset)
+    shape = [1] * gv.ndim + [2 * w + 1]
+    shape[ax] = n
+    table = (diff * diff).view(shape)
+    rows = max(1, chunk_bytes // (8 * per_row * (2 * w + 1)))
+    for i in range(0, gv.shape[0], rows):
+        part = gv[i : i + rows]
+        edge = list(part.shape)
+        edge[ax] = w
+        pad = part.new_full(edge, math.inf)
+        windows = torch.cat([pad, part, pad], dim=ax).unfold(ax, 2 * w + 1, 1)
+        torch.amin(windows + table, dim=-1, out=out[i : i + rows])
+    return out.view(g.shape)
 
 
 def squared_edt(
@@ -223,6 +231,48 @@ def _surfaces(pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ..
     raise ValueError(f"unknown surface definition {surface!r}; expected 'edge' or 'surfel'")
 
 
+def _edt_distances(
+    sp: torch.Tensor, st: torch.Tensor, spacing: tuple[float, ...], chunk_bytes: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Squared distances of each surface's points to the other surface by distance transforms.
+
+    Windowed transforms first (±``EDT_WINDOW`` voxels, then 4× that, then the whole axis): a
+    windowed minimum below the squared distance of every seed outside the window is the true
+    one; the points above it are searched exactly over all surface points when that costs less
+    than the next, wider transform."""
+    dev, shape = sp.device, sp.shape
+    coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s) for n, s in zip(shape, spacing)]
+    scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
+    seeds = torch.stack([st, sp])
+    levels: list[int | None] = [EDT_WINDOW, 4 * EDT_WINDOW, None]
+    for level, w in enumerate(levels):
+        win = [None] + [None if w is None or 2 * w + 1 >= n else w for n in shape[1:]]
+        g = squared_edt(seeds, coords, chunk_bytes=chunk_bytes, window=win)
+        d_pt, d_tp = g[0][sp], g[1][st]
+        del g
+        bounds = [((wk + 1) * float(s)) ** 2 for wk, s in zip(win[1:], spacing[1:]) if wk is not None]
+        if not bounds:
+            return d_pt, d_tp
+        bound = min(bounds) * (1 - 1e-9)  # margin for the rounding of the excluded seeds' sums
+        far_pt, far_tp = d_pt >= bound, d_tp >= bound
+        n_far_pt, n_far_tp = (int(v) for v in torch.stack([far_pt.sum(), far_tp.sum()]).tolist())
+        if n_far_pt + n_far_tp == 0:
+            return d_pt, d_tp
+        n_p, n_t = d_pt.shape[0], d_tp.shape[0]
+        nxt = levels[level + 1] if level + 1 < len(levels) else None
+        next_width = sum(n if nxt is None else min(n, 2 * nxt + 1) for n in shape[1:])
+        brute = (n_far_pt * n_t + n_far_tp * n_p) * sp.ndim
+        if level + 1 < len(levels) and brute > 2 * sp.numel() * (2 + next_width):
+            continue  # the next, wider transform costs less than searching the far points
+        for d, far, q_mask, s_mask in ((d_pt, far_pt, sp, st), (d_tp, far_tp, st, sp)):
+            if bool(far.any()):
+                q = torch.nonzero(q_mask)[far].to(torch.float64) * scale
+                xyz = torch.nonzero(s_mask).to(torch.float64) * scale
+                d[far] = nearest_distances(q, xyz, chunk_bytes=chunk_bytes, squared=True)
+        return d_pt, d_tp
+    raise AssertionError("unreachable: the last level is exact")  # pragma: no cover
+
+
 def surface_distance_tensors(
     pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
     method: str | None = None, chunk_bytes: int | None = None,
@@ -239,27 +289,12 @@ def surface_distance_tensors(
     dev = pred.device
     sp, st, wp, wt = _surfaces(pred, target, spacing, surface)
     shape = sp.shape
-    win = [None] + [None if 2 * EDT_WINDOW + 1 >= n else EDT_WINDOW for n in shape[1:]]
     if method == "auto":
         n_p, n_t = (int(v) for v in torch.stack([sp.sum(), st.sum()]).tolist())
-        edt_steps = 2 * sp.numel() * (2 + sum(n if w is None else 2 * w + 1 for n, w in zip(shape[1:], win[1:])))
-        method = "edt" if edt_steps < n_p * n_t * sp.ndim else "brute"
+        width = sum(min(n, 2 * EDT_WINDOW + 1) for n in shape[1:])
+        method = "edt" if 2 * sp.numel() * (2 + width) < n_p * n_t * sp.ndim else "brute"
     if method == "edt":
-        coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s) for n, s in zip(shape, spacing)]
-        g = squared_edt(torch.stack([st, sp]), coords, chunk_bytes=chunk_bytes, window=win)
-        d_pt, d_tp = g[0][sp], g[1][st]
-        # a windowed minimum is the true one when it is below the squared distance of every seed
-        # outside the window; the other points are searched exactly over all seeds
-        bounds = [((w + 1) * float(s)) ** 2 for w, s in zip(win[1:], spacing[1:]) if w is not None]
-        if bounds:
-            bound = min(bounds) * (1 - 1e-9)
-            scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
-            for d, q_mask, s_mask in ((d_pt, sp, st), (d_tp, st, sp)):
-                far = d >= bound
-                if bool(far.any()):
-                    q = torch.nonzero(q_mask)[far].to(torch.float64) * scale
-                    seeds_xyz = torch.nonzero(s_mask).to(torch.float64) * scale
-                    d[far] = nearest_distances(q, seeds_xyz, chunk_bytes=chunk_bytes, squared=True)
+        d_pt, d_tp = _edt_distances(sp, st, spacing, chunk_bytes)
     elif method == "brute":
         scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
         xp = torch.nonzero(sp).to(torch.float64) * scale
