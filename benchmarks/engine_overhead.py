@@ -16,16 +16,19 @@ classification metrics are used (AUROC, AUPRC, sensitivity, specificity, ECE). E
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, when not installed
 
-from medimg_bench.datasets.base import ManifestDataset
-from medimg_bench.engine.runner import _split_collate, evaluate, resolve_device
-from medimg_bench.models.classification import ClassifierAdapter
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from medimg_bench.datasets.base import ManifestDataset  # noqa: E402
+from medimg_bench.engine.runner import _split_collate, evaluate, resolve_device  # noqa: E402
+from medimg_bench.models.classification import ClassifierAdapter  # noqa: E402
 
 METRICS = {"auroc": {}, "auprc": {}, "sensitivity": {}, "specificity": {}, "ece": {}}
 
