@@ -127,9 +127,12 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
              and (a.startswith(("hydra/launcher=", "hydra.launcher.", "device=", "+device=")))]
     try:
         from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
 
         from medimg_bench.engine.pipeline import config_dir
 
+        if GlobalHydra.instance().is_initialized():
+            GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
     except Exception as exc:  # a bad launcher override: say so

@@ -68,3 +68,25 @@ def test_local_submitit_launcher_runs_two_jobs_and_sweep_gathers_them(tmp_path):
     table = pd.read_parquet(sweep_dir / "sweep.parquet")
     assert sorted(table["seed"]) == [1, 2] and "auroc" in table.columns
     assert "| seed |" in (sweep_dir / "sweep.md").read_text().replace("  ", " ")
+
+
+def test_slurm_launcher_config_and_its_checks():
+    from medimg_bench.cli import _check_launcher
+    from medimg_bench.engine.pipeline import compose_config
+
+    assert _check_launcher(["hydra/launcher=slurm", "device=cuda", "hydra.launcher.partition=gpu"]) is None
+    assert _check_launcher(["hydra/launcher=slurm", "device=cpu", "hydra.launcher.gpus_per_task=0"]) is None
+    msg = _check_launcher(["hydra/launcher=slurm", "device=cuda,cpu", "hydra.launcher.gpus_per_task=0"])
+    assert msg and "0 GPUs" in msg
+    msg = _check_launcher(["hydra/launcher=slurm", "hydra.launcher.mem_gb=0", "hydra.launcher.timeout_min=0"])
+    assert "mem_gb=0" in msg and "timeout_min=0" in msg
+    assert _check_launcher(["seed=1,2"]) is None  # the basic launcher: nothing to check
+    from hydra import compose, initialize_config_dir
+
+    from medimg_bench.engine.pipeline import config_dir
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        lc = compose(config_name="config", overrides=["hydra/launcher=slurm"], return_hydra_config=True).hydra.launcher
+    assert lc.gpus_per_task == 1 and lc.tasks_per_node == 1 and lc.array_parallelism >= 1
+    assert {"partition", "cpus_per_task", "mem_gb", "timeout_min"} <= set(lc)
+    assert compose_config(["seed=3"]).seed == 3  # Hydra state left usable
