@@ -107,8 +107,10 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         return run_protocol(c, run_dir)
     from medimg_bench.engine.distributed import maybe_init_distributed
     from medimg_bench.engine.report import print_summary
-    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.engine.runner import evaluate, parse_shard
     from medimg_bench.registry import create_task
+
+    parse_shard(c.get("shard"))  # a bad spec fails before anything is built
 
     rank, world_size = maybe_init_distributed()
     if world_size > 1:  # every rank writes its checkpoint part under rank 0's run directory
