@@ -361,4 +361,22 @@ class FROCCPM(Metric):
         return torch.from_numpy(np.r_[at.mean(), at])
 
     def compute(self) -> torch.Tensor:
+        if not self.entries:
+            raise ValueError("froc_cpm: compute() called before any update() (no scans)")
         return self.functional(*self.state_arrays())
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        """Bootstrap fast path: the scans' weights for a block of cluster counts, then the
+        weighted FROC of all resamples at once (as :func:`froc_bootstrap`)."""
+        idx = torch.as_tensor(preds).long().cpu().numpy()
+        cl = np.asarray(cluster, dtype=np.int64)
+        entries = [e.numpy() for e in self.entries]
+
+        def fn(counts: torch.Tensor) -> torch.Tensor:
+            c = counts.detach().cpu().numpy().astype(np.int64)
+            weights = np.zeros((c.shape[0], len(entries)), dtype=np.int64)
+            np.add.at(weights.T, idx, c[:, cl].T)  # rows resampled → draws of each scan
+            at = _curve_weighted(entries, weights, self.fp_rates)[3]
+            return torch.from_numpy(np.concatenate([at.mean(1, keepdims=True), at], 1))
+
+        return fn

@@ -161,3 +161,25 @@ def test_cuda_cluster_fast_path_equals_cpu(name, make, kind):
     gpu = metric.cluster_weighted(s.cuda(), y.cuda(), cluster, g)(counts)
     assert gpu.device.type == "cuda"
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_froc_cpm_cluster_fast_path_equals_loop():
+    from medimg_bench.metrics.detection import FROCCPM
+
+    rng = np.random.default_rng(0)
+    m = FROCCPM()
+    cands, finds = [], []
+    for _ in range(12):
+        nf, nc = int(rng.integers(0, 3)), int(rng.integers(1, 6))
+        f = np.c_[rng.uniform(0, 50, (nf, 3)), np.full(nf, 6.0)]  # (x, y, z, diameter)
+        c = np.c_[rng.uniform(0, 50, (nc, 3)), rng.random(nc).round(1)]  # (x, y, z, score), ties
+        c = np.r_[c, np.c_[f[:, :3] + 0.5, rng.random(nf).round(1)]]  # hits
+        cands.append(c)
+        finds.append(f)
+    m.update(cands, finds, ids=[f"s{i}" for i in range(12)])
+    idx, _ = m.state_arrays()
+    cluster = np.arange(12) // 2
+    counts = np.concatenate(list(stats.bootstrap_counts(6, 20, seed=2)))
+    fast = m.cluster_weighted(idx, idx, cluster, 6)(torch.from_numpy(counts.astype(np.float64))).numpy()
+    loop = _loop(m, idx, idx, counts, cluster)
+    np.testing.assert_allclose(fast, loop, rtol=0, atol=1e-12, equal_nan=True)
