@@ -115,3 +115,16 @@ def test_cuda_edt_equals_kdtree():
     got = surface_distance_tensors(torch.from_numpy(p).cuda(), torch.from_numpy(t).cuda(), sp, "edge", method="edt")
     np.testing.assert_array_equal(np.sqrt(got[0].cpu().numpy()), ref.d_pred_to_target)
     np.testing.assert_array_equal(np.sqrt(got[2].cpu().numpy()), ref.d_target_to_pred)
+
+
+def test_out_of_memory_names_case_class_and_chunk_option(monkeypatch):
+    from medimg_bench.metrics import _seg_core
+
+    def oom(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(_seg_core, "surface_distance_tensors", oom)
+    x = torch.zeros(2, 8, 8, dtype=torch.long)
+    x[:, 2:5, 2:5] = 1
+    with pytest.raises(RuntimeError, match=r"case 0, class 1: out of GPU memory .*chunk_mb"):
+        S.segmentation_scores(x, x, num_classes=2, metrics=("hd95",), backend="torch", chunk_mb=64)
