@@ -183,3 +183,19 @@ def test_froc_cpm_cluster_fast_path_equals_loop():
     fast = m.cluster_weighted(idx, idx, cluster, 6)(torch.from_numpy(counts.astype(np.float64))).numpy()
     loop = _loop(m, idx, idx, counts, cluster)
     np.testing.assert_allclose(fast, loop, rtol=0, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("make", [AUROC, AUPRC, Sensitivity, ECE, lambda: SensitivityAtSpecificity(specificity=0.7),
+                                  lambda: AUROC(average="macro")])
+def test_fast_path_with_unlabelled_and_one_class_labels(make):
+    s, y = _data("multilabel", n=60, seed=9)
+    y[:, 1] = float("nan")  # a label nobody annotated
+    y[:, 2] = 0.0  # a label without positives
+    metric = make()
+    cluster = np.arange(60) // 2
+    counts = np.concatenate(list(stats.bootstrap_counts(30, 15, seed=4)))
+    fast = metric.cluster_weighted(s, y, cluster, 30)(torch.from_numpy(counts.astype(np.float64))).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop = _loop(metric, s, y, counts, cluster)
+    np.testing.assert_allclose(fast.reshape(loop.shape), loop, rtol=0, atol=1e-12, equal_nan=True)
