@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from medimg_bench.metrics._utils import as_tensor
@@ -227,6 +228,15 @@ class Agreement(Metric):
         stats = agreement_summary(preds, targets)
         return torch.tensor([stats[k] for k in AGREEMENT_STATS], dtype=torch.float64)
 
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        """Bootstrap fast path: every statistic from weighted moment sums (per-cluster sums, one
+        product per block; shifted by the full-data means so the sums stay well conditioned) and
+        Spearman from weighted average ranks; equal to recomputing on the resampled rows up to
+        floating-point rounding."""
+        p, t = _vectors(preds, targets, min_n=2)
+        pn, tn = p.cpu().numpy(), t.cpu().numpy()
+        return _agreement_cluster_fn(pn, tn, np.asarray(cluster, dtype=np.int64), n_clusters)
+
     def values(self) -> tuple[list[str], torch.Tensor]:
         """Absolute error per sample, ``(N, 1)``."""
         p, t = self.state_arrays()
@@ -234,3 +244,65 @@ class Agreement(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.functional(*self.state_arrays())
+
+
+def _weighted_ranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Average ranks (ties averaged, as scipy) of ``x`` (N,) in each resample of sample weights
+    ``w`` (b, N): a sample drawn ``k`` times stands for ``k`` tied copies."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    group = np.concatenate([[0], np.cumsum(xs[1:] != xs[:-1])])
+    ws = w[:, order]
+    n_groups = int(group[-1]) + 1
+    tot = np.zeros((w.shape[0], n_groups))
+    np.add.at(tot.T, group, ws.T)
+    below = np.cumsum(tot, axis=1) - tot
+    ranks = np.empty_like(ws)
+    ranks[:, order] = (below + (tot + 1) / 2)[:, group]
+    return ranks
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    sw = w.sum(1)
+    xc = x - (w * x).sum(1, keepdims=True) / sw[:, None]
+    yc = y - (w * y).sum(1, keepdims=True) / sw[:, None]
+    den = np.sqrt((w * xc * xc).sum(1) * (w * yc * yc).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, np.clip((w * xc * yc).sum(1) / den, -1.0, 1.0), np.nan)
+
+
+def _agreement_cluster_fn(p: np.ndarray, t: np.ndarray, cluster: np.ndarray, n_clusters: int) -> Any:
+    """Cluster counts (b, G) → the ``AGREEMENT_STATS`` (b, 9) of each resample."""
+    mp, mt = p.mean(), t.mean()
+    a, b = p - mp, t - mt  # centred on the full data
+    md = mp - mt
+    d = a - b  # = (p - t) - md
+    cols = np.stack([np.ones_like(p), np.abs(p - t), (p - t) ** 2, a, b, a * a, b * b, a * b, d, d * d], 1)
+    sums = np.zeros((n_clusters, cols.shape[1]))
+    np.add.at(sums, cluster, cols)
+
+    def fn(counts: torch.Tensor) -> torch.Tensor:
+        c = counts.detach().cpu().numpy().astype(np.float64)
+        s1, s_abs, s_sq, sa, sb, saa, sbb, sab, sd, sdd = (c @ sums).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bias_c = sd / s1
+            bias = bias_c + md
+            sd_d = np.sqrt(np.maximum(sdd - s1 * bias_c**2, 0.0) / (s1 - 1))
+            s_row, s_row2 = (sa + sb) / 2, (saa + 2 * sab + sbb) / 4
+            ms_rows = 2 * (s_row2 - s_row**2 / s1) / (s1 - 1)
+            ms_err = sd_d**2 / 2
+            ms_cols = s1 * bias**2 / 2
+            den2 = ms_rows + ms_err + 2 * (ms_cols - ms_err) / s1
+            den3 = ms_rows + ms_err
+            icc2 = np.where(den2 != 0, (ms_rows - ms_err) / den2, np.nan)
+            icc3 = np.where(den3 != 0, (ms_rows - ms_err) / den3, np.nan)
+            var_a, var_b = saa - sa**2 / s1, sbb - sb**2 / s1
+            den_r = np.sqrt(np.maximum(var_a, 0) * np.maximum(var_b, 0))
+            r = np.where(den_r > 0, np.clip((sab - sa * sb / s1) / den_r, -1.0, 1.0), np.nan)
+        w = c[:, cluster]
+        rho = _weighted_pearson(_weighted_ranks(p, w), _weighted_ranks(t, w), w)
+        out = np.stack([s_abs / s1, np.sqrt(s_sq / s1), bias, bias - 1.96 * sd_d, bias + 1.96 * sd_d,
+                        icc2, icc3, r, rho], 1)
+        return torch.from_numpy(out)
+
+    return fn

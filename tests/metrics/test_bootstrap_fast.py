@@ -199,3 +199,19 @@ def test_fast_path_with_unlabelled_and_one_class_labels(make):
         warnings.simplefilter("ignore")
         loop = _loop(metric, s, y, counts, cluster)
     np.testing.assert_allclose(fast.reshape(loop.shape), loop, rtol=0, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("shift", [0.0, 50.0])
+def test_agreement_cluster_fast_path_equals_loop(shift):
+    from medimg_bench.metrics.agreement import Agreement
+
+    rng = np.random.default_rng(1)
+    t = rng.normal(30, 5, 40).round(1) + shift  # ties for Spearman; a large offset stresses the sums
+    p = t + rng.normal(0.5, 1.0, 40).round(1)
+    m = Agreement()
+    m.update(torch.from_numpy(p), torch.from_numpy(t))
+    cluster = np.arange(40) // 2
+    counts = np.concatenate(list(stats.bootstrap_counts(20, 25, seed=5)))
+    fast = m.cluster_weighted(*m.state_arrays(), cluster, 20)(torch.from_numpy(counts.astype(np.float64))).numpy()
+    loop = _loop(m, *m.state_arrays(), counts, cluster)
+    np.testing.assert_allclose(fast, loop, rtol=1e-9, atol=1e-9, equal_nan=True)
