@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from medimg_bench.datasets._grid import align_to_image_grid
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.sample import SampleError
 
@@ -210,7 +211,12 @@ class VolumeDataset(ManifestDataset):
         if read is not None:
             mask, mask_affine = read
             mpath = self.resolve(row["mask"]) if isinstance(row.get("mask"), str) else ref_path
-            if mask_affine is not None:
+            if mask_affine is not None and mask.ndim == 3:
+                mask = align_to_image_grid(
+                    mask, mask_affine, affine, image_shape=tuple(image.shape[1:]),
+                    sample_id=sid, image_path=ref_path, mask_path=mpath,
+                )
+            elif mask_affine is not None:
                 mask = _align_mask(mask, mask_affine, affine, sid, mpath)
             if tuple(mask.shape[-3:]) != tuple(image.shape[1:]):
                 raise SampleError(

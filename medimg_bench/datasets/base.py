@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -245,6 +246,7 @@ class TableDataset(ManifestDataset):
         )
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        from medimg_bench.datasets._grid import align_to_image_grid
         from medimg_bench.datasets.io import read_image, to_channel_first
 
         path = self.resolve(row[self.image_column])
@@ -263,14 +265,11 @@ class TableDataset(ManifestDataset):
             )
         if self.mask_column:
             mpath = self.resolve(row[self.mask_column])
-            marray, _ = read_image(mpath)
-            mask = torch.as_tensor(marray).long()
-            if tuple(mask.shape) != tuple(image.shape[1:]):
-                raise SampleError(
-                    f"image/mask shape mismatch: image {tuple(image.shape[1:])} from {str(path)!r}, "
-                    f"mask {tuple(mask.shape)}",
-                    sample_id=str(row["id"]),
-                    path=str(mpath),
-                )
-            sample["mask"] = mask
+            marray, mmeta = read_image(mpath)
+            marray = align_to_image_grid(
+                marray, mmeta.get("affine"), meta.get("affine"),
+                image_shape=tuple(image.shape[1:]), sample_id=str(row["id"]),
+                image_path=path, mask_path=mpath,
+            )
+            sample["mask"] = torch.as_tensor(np.ascontiguousarray(marray)).long()
         return sample

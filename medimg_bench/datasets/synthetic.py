@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from medimg_bench.datasets._grid import align_to_image_grid
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.registry import register_dataset
 from medimg_bench.sample import SampleError
@@ -247,14 +248,43 @@ def write_synthetic_ct(
 def _materialize(
     kind: str, root: str | Path | None, params: Mapping[str, Any], writer: Callable[..., Path]
 ) -> tuple[Path, pd.DataFrame]:
-    """Generate the phantoms once per parameter set; a ``params.json`` marks a finished write."""
+    """Generate the phantoms once per parameter set and return (folder, manifest).
+
+    Safe when many processes start at once on one cache (a Hydra multirun, a SLURM array on a
+    shared file system): the first writer holds a file lock, writes into a temporary folder and
+    renames it into place, so a reader sees either no folder or a finished one (``params.json``
+    is written last, inside the temporary folder). A writer killed half-way leaves only a
+    ``.tmp-*`` folder that no reader takes for finished; the next writer removes it.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    from filelock import FileLock
+
     key = "_".join(f"{k}{v}" for k, v in sorted(params.items())).replace(" ", "").replace(",", "x")
     folder = Path(root) if root is not None else default_cache_dir() / f"{kind}_{key}"
-    stamp = folder / "params.json"
     wanted = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}, sort_keys=True)
-    if not (stamp.exists() and stamp.read_text() == wanted and (folder / "manifest.csv").exists()):
-        writer(folder, **params)
-        stamp.write_text(wanted)
+
+    def finished() -> bool:
+        stamp = folder / "params.json"
+        return stamp.exists() and stamp.read_text() == wanted and (folder / "manifest.csv").exists()
+
+    if not finished():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder.parent / f".{folder.name}.lock")):
+            if not finished():  # another process may have finished while we waited
+                for stale in folder.parent.glob(f".tmp-{folder.name}-*"):
+                    shutil.rmtree(stale, ignore_errors=True)
+                tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".tmp-{folder.name}-"))
+                try:
+                    writer(tmp, **params)
+                    (tmp / "params.json").write_text(wanted)
+                    if folder.exists():  # an older or unfinished write of the same name
+                        shutil.rmtree(folder)
+                    os.replace(tmp, folder)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
     return folder, pd.read_csv(folder / "manifest.csv", dtype={"id": str, "patient_id": str})
 
 
@@ -331,12 +361,10 @@ class SyntheticCT(ManifestDataset):
         array, meta = read_image(path)
         mpath = self.resolve(row["mask"])
         mask_arr, mmeta = read_image(mpath)
-        if mask_arr.shape != array.shape:
-            raise SampleError(
-                f"image/mask shape mismatch: image {array.shape} ({path}), mask {mask_arr.shape}",
-                sample_id=row["id"],
-                path=str(mpath),
-            )
+        mask_arr = align_to_image_grid(
+            mask_arr, mmeta.get("affine"), meta.get("affine"), image_shape=tuple(array.shape),
+            sample_id=str(row["id"]), image_path=path, mask_path=mpath,
+        )
         image = torch.from_numpy(np.asarray(array, dtype=np.float32))[None]
         if self.window is not None:
             lo, hi = self.window

@@ -1,0 +1,127 @@
+"""One grid rule for every loader that pairs an image with a voxel mask: the same mask stored
+flipped is re-oriented onto the image grid exactly; a shifted mask is a per-sample error naming
+both files and both affines. Parametrised over the loaders, so a new one is one entry here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from medimg_bench.datasets import create
+from medimg_bench.datasets._grid import align_to_image_grid, grid_problem
+from medimg_bench.datasets.base import TableDataset
+from medimg_bench.sample import SampleError
+
+nib = pytest.importorskip("nibabel")
+
+SHAPE = (6, 5, 4)
+
+
+def _affine(origin=(-10.0, 20.0, 5.0)) -> np.ndarray:
+    a = np.diag([0.8, 0.9, 2.5, 1.0])
+    a[:3, 3] = origin
+    return a
+
+
+def _labels() -> np.ndarray:
+    return np.random.default_rng(1).choice([0, 1, 2], size=SHAPE).astype(np.uint8)
+
+
+def _save(path: Path, array: np.ndarray, affine: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nib.save(nib.Nifti1Image(array, affine), str(path))
+
+
+def _pair(root: Path, image: str, mask: str) -> None:
+    _save(root / image, np.random.default_rng(0).normal(size=SHAPE).astype(np.float32), _affine())
+    _save(root / mask, _labels(), _affine())
+
+
+def _nifti_pairs(root: Path) -> tuple[object, Path]:
+    _pair(root, "images/a.nii.gz", "labels/a.nii.gz")
+    return create("nifti_pairs", root), root / "labels/a.nii.gz"
+
+
+def _msd(root: Path) -> tuple[object, Path]:
+    task = root / "Task09_Spleen"
+    _pair(task, "imagesTr/spleen_1.nii.gz", "labelsTr/spleen_1.nii.gz")
+    (task / "dataset.json").write_text(json.dumps({
+        "name": "Spleen", "modality": {"0": "CT"}, "labels": {"0": "background", "1": "a", "2": "b"},
+        "training": [{"image": "./imagesTr/spleen_1.nii.gz", "label": "./labelsTr/spleen_1.nii.gz"}],
+        "test": [],
+    }))
+    return create("msd", task, split="train"), task / "labelsTr/spleen_1.nii.gz"
+
+
+def _table(root: Path) -> tuple[object, Path]:
+    _pair(root, "img/a.nii.gz", "seg/a.nii.gz")
+    manifest = pd.DataFrame({"id": ["a"], "image": ["img/a.nii.gz"], "mask": ["seg/a.nii.gz"]})
+    return TableDataset(manifest, root=root, image_column="image", mask_column="mask"), root / "seg/a.nii.gz"
+
+
+def _synthetic_ct(root: Path) -> tuple[object, Path]:
+    ds = create("synthetic_ct", root / "ct", n=2, shape=(16, 12, 8), split=None)
+    return ds, ds.resolve(ds.manifest["mask"].iloc[0])
+
+
+LOADERS: dict[str, Callable[[Path], tuple[object, Path]]] = {
+    "nifti_pairs": _nifti_pairs,
+    "msd": _msd,
+    "csv/TableDataset(mask_column=...)": _table,
+    "synthetic_ct": _synthetic_ct,
+}
+
+
+def _rewrite(mask_path: Path, how: str) -> np.ndarray:
+    """Rewrite the mask file flipped (same voxels, y axis stored reversed) or shifted by 7.5 mm;
+    returns the mask as it is on the image grid."""
+    img = nib.load(str(mask_path))
+    data, affine = np.asarray(img.dataobj), img.affine.copy()
+    if how == "flipped":
+        flip = np.eye(4)
+        flip[1, 1], flip[1, 3] = -1, data.shape[1] - 1
+        _save(mask_path, np.ascontiguousarray(data[:, ::-1]), affine @ flip)
+    else:
+        affine[0, 3] += 7.5
+        _save(mask_path, data, affine)
+    return data
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_flipped_mask_is_reoriented_and_shifted_mask_fails_naming_both_files(tmp_path, loader):
+    ds, mask_path = LOADERS[loader](tmp_path)
+    before = ds[0]["mask"].numpy().copy()
+    truth = _rewrite(mask_path, "flipped")
+    after = ds[0]["mask"].numpy()
+    np.testing.assert_array_equal(after, before)
+    assert before.shape[-3:] == truth.shape
+    _rewrite(mask_path, "shifted")
+    with pytest.raises(SampleError) as err:
+        ds[0]
+    msg = str(err.value)
+    assert "not on the image grid" in msg and str(mask_path) in msg
+    image_path = str(ds.resolve(ds.manifest["image"].iloc[0])) if isinstance(
+        ds.manifest["image"].iloc[0], str) else ""
+    assert image_path in msg and "affine" in msg
+
+
+def test_permuted_axes_and_shape_rules():
+    m = np.random.default_rng(0).integers(0, 3, SHAPE)
+    a = _affine()
+    perm = np.zeros((4, 4))
+    perm[0, 1] = perm[1, 0] = perm[2, 2] = perm[3, 3] = 1
+    out = align_to_image_grid(m.transpose(1, 0, 2), a @ perm, a, image_shape=SHAPE,
+                              sample_id="s", image_path="i.nii", mask_path="m.nii")
+    np.testing.assert_array_equal(out, m)
+    assert grid_problem(SHAPE, a, SHAPE, a) is None
+    assert "shape mismatch" in grid_problem(SHAPE, a, (6, 5, 3), a)
+    assert grid_problem((4, 4), None, (4, 4), None) is None
+    assert "shape mismatch" in grid_problem((4, 4), None, (4, 5), None)
+    spacing = a.copy()
+    spacing[2, 2] = 3.0
+    assert "not on the image grid" in grid_problem(SHAPE, a, SHAPE, spacing)
