@@ -52,6 +52,9 @@ class ManifestDataset(torch.utils.data.Dataset):
 
     task: str | None = None
 
+    # rows the loader dropped on request, by reason (e.g. {"missing_label": 53})
+    dropped: dict[str, int] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
     def __init__(
         self,
         manifest: pd.DataFrame,

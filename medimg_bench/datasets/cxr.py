@@ -136,8 +136,9 @@ class CXRDataset(PathManifestDataset):
             sample["label"] = torch.tensor(
                 [float(row[c]) for c in self.classes or []], dtype=torch.float32
             )
-        else:
-            sample["label"] = int(row["label"])
+        else:  # NaN: kept without a label (csv on_missing_label=unlabelled)
+            lab = row["label"]
+            sample["label"] = float("nan") if pd.isna(lab) else int(lab)
         if self.rle_column is not None:
             h, w = image.shape[-2:]
             mask = np.zeros((h, w), dtype=np.uint8)
@@ -165,7 +166,8 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(
-            f"{name}: {str(path)!r} has no column(s) {missing}; columns are {list(df.columns)}"
+            f"{name}: {str(path)!r} has no column(s) {missing}; columns are "
+            f"{[c for c in df.columns if not str(c).startswith('_')]}"
         )
 
 
@@ -312,6 +314,14 @@ class _Options:
         if self.views is not None:
             wanted = [self.views] if isinstance(self.views, str) else list(self.views)
             manifest = manifest[manifest["view"].isin(wanted)]
+        if "_line" in manifest.columns and manifest["id"].duplicated().any():
+            first = manifest["id"][manifest["id"].duplicated()].iloc[0]
+            lines = manifest.loc[manifest["id"] == first, "_line"].tolist()
+            n = int(manifest["id"].duplicated().sum())
+            raise ValueError(
+                f"{self.name}: {where}: duplicate id {first!r} on lines {lines} "
+                f"({n} duplicate row(s) in all); ids must be unique (set id_column)"
+            )
         on_missing = "lazy" if paths_checked else self.on_missing
         manifest = _check_paths(manifest, root, on_missing, self.name, where)
         return CXRDataset(
