@@ -62,12 +62,13 @@ class SplitCheck:
     missing: list[dict[str, Any]] = field(default_factory=list)
     unreadable: list[dict[str, Any]] = field(default_factory=list)
     bad_labels: list[dict[str, Any]] = field(default_factory=list)
+    off_grid: list[dict[str, Any]] = field(default_factory=list)
     label_counts: dict[str, int] = field(default_factory=dict)
     label_source: str | None = None  # "manifest", "samples" or None (no labels found)
 
     @property
     def n_problems(self) -> int:
-        return len(self.missing) + len(self.unreadable) + len(self.bad_labels)
+        return len(self.missing) + len(self.unreadable) + len(self.bad_labels) + len(self.off_grid)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class SplitCheck:
             "missing": self.missing,
             "unreadable": self.unreadable,
             "bad_labels": self.bad_labels,
+            "off_grid": self.off_grid,
             "label_counts": self.label_counts,
             "label_source": self.label_source,
         }
@@ -120,9 +122,10 @@ class CheckReport:
         """A readable text report: a table per split, label counts, leakage, then at most
         ``limit`` examples of each kind of problem."""
         lines = [f"dataset {self.dataset}"]
-        header = ["split", "samples", "patients", "read", "missing", "unreadable", "bad labels"]
+        header = ["split", "samples", "patients", "read", "missing", "unreadable", "bad labels", "off-grid"]
         rows = [
-            [s.name, s.n_samples, s.n_patients, s.n_read, len(s.missing), len(s.unreadable), len(s.bad_labels)]
+            [s.name, s.n_samples, s.n_patients, s.n_read, len(s.missing), len(s.unreadable),
+             len(s.bad_labels), len(s.off_grid)]
             for s in self.splits.values()
         ]
         if rows:
@@ -144,7 +147,8 @@ class CheckReport:
             lines += [lk.format(limit=limit) for lk in self.leakage]
         problems = []
         for s in self.splits.values():
-            for kind, items in (("missing", s.missing), ("unreadable", s.unreadable), ("bad label", s.bad_labels)):
+            for kind, items in (("missing", s.missing), ("unreadable", s.unreadable),
+                                ("bad label", s.bad_labels), ("off-grid mask", s.off_grid)):
                 for p in items[:limit]:
                     where = f"{p.get('id')}" + (f" ({p['path']})" if p.get("path") else "")
                     problems.append(f"  [{s.name}] {kind}: {where}: {p.get('problem', '')}")
@@ -314,6 +318,7 @@ def _check_split(
         fingerprint=ds.fingerprint() if hasattr(ds, "fingerprint") else "",
     )
     sc.missing = [dict(p, problem=p.get("problem", "missing file")) for p in ds.check()]
+    sc.off_grid = _off_grid_pairs(ds, {str(p.get("id")) for p in sc.missing})
     have_manifest_labels = _manifest_labels(ds, sc)
     if not read_pixels:
         return sc
@@ -342,6 +347,37 @@ def _check_split(
         sc.label_counts = dict(counts)
         sc.label_source = "samples" if len(todo) == len(ds) else f"samples ({len(todo)} read)"
     return sc
+
+
+_HEADER_SUFFIXES = (".nii", ".nii.gz", ".mgz", ".mgh")
+
+
+def _off_grid_pairs(ds: Any, skip_ids: set[str]) -> list[dict[str, Any]]:
+    """Image/mask pairs whose mask is not on the image grid, from the NIfTI headers alone (no
+    pixels read), by the rule every loader applies (:mod:`medimg_bench.datasets._grid`)."""
+    from medimg_bench.datasets._grid import grid_problem, header_grid
+
+    manifest = ds.manifest
+    image_col = "image" if "image" in manifest else getattr(ds, "image_column", None)
+    mask_col = "mask" if "mask" in manifest else getattr(ds, "mask_column", None)
+    if image_col not in manifest or mask_col not in manifest or not hasattr(ds, "resolve"):
+        return []
+    found = []
+    for sid, image, mask in zip(manifest["id"].astype(str), manifest[image_col], manifest[mask_col]):
+        if sid in skip_ids or not isinstance(image, str) or not isinstance(mask, str):
+            continue  # multi-channel images (lists) are checked when loaded
+        if not (image.lower().endswith(_HEADER_SUFFIXES) and mask.lower().endswith(_HEADER_SUFFIXES)):
+            continue
+        try:
+            ishape, iaff = header_grid(ds.resolve(image))
+            mshape, maff = header_grid(ds.resolve(mask))
+        except Exception:  # unreadable headers are reported by the pixel pass
+            continue
+        problem = grid_problem(ishape, iaff, mshape, maff)
+        if problem is not None:
+            found.append({"id": sid, "path": str(ds.resolve(mask)),
+                          "problem": f"{problem} (image {str(ds.resolve(image))!r})"})
+    return found
 
 
 def check_dataset(

@@ -125,3 +125,17 @@ def test_permuted_axes_and_shape_rules():
     spacing = a.copy()
     spacing[2, 2] = 3.0
     assert "not on the image grid" in grid_problem(SHAPE, a, SHAPE, spacing)
+
+
+def test_datasets_check_lists_off_grid_pairs_from_headers(tmp_path):
+    from medimg_bench.datasets.check import check_dataset
+
+    ds, mask_path = _nifti_pairs(tmp_path)
+    assert check_dataset(ds, read_pixels=False).ok
+    _rewrite(mask_path, "flipped")  # re-orientable: not a problem
+    assert check_dataset(ds, read_pixels=False).ok
+    _rewrite(mask_path, "shifted")
+    report = check_dataset(ds, read_pixels=False)
+    split = next(iter(report.splits.values()))
+    assert not report.ok and report.exit_code == 1 and len(split.off_grid) == 1
+    assert str(mask_path) in report.format() and "off-grid" in report.format()
