@@ -135,11 +135,11 @@ class Checkpoint:
             raise ValueError(f"checkpoint {str(self.root)!r} is a file; expected a checkpoint directory "
                              "(written by a newer medimg_bench); delete it to start over")
         ranks = sorted(p.name for p in self.root.glob("rank*-of-*") if p.is_dir() and any(p.iterdir()))
-        mine = f"rank{self.rank}-of-{self.world_size}"
         if self.world_size == 1 and ranks:
             raise ValueError(f"checkpoint {str(self.root)!r} was written by a distributed run ({ranks[0]}…); "
                              "resume it under torchrun with the same number of processes")
-        if self.world_size > 1 and ranks and mine not in ranks:
+        # other ranks of this run may already be writing theirs: only another count is an error
+        if self.world_size > 1 and any(not r.endswith(f"-of-{self.world_size}") for r in ranks):
             raise ValueError(f"checkpoint {str(self.root)!r} was written with other process counts ({ranks}); "
                              f"resume it with the same number of processes, not {self.world_size}")
         if self.world_size > 1 and any(_PART.match(p.name) for p in self.root.glob("part-*.pt")):

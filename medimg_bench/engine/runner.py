@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -136,14 +137,20 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
             out.setdefault("settings", settings.to_dict())
         return out
     name = getattr(model, "name", type(model).__name__)
+    log.warning("model %r has no fingerprint(): a resumed run can only check its name and class", name)
     return {"name": name, "class": f"{type(model).__module__}.{type(model).__qualname__}",
             "note": "the model has no fingerprint(): only its name and class are checked on resume"}
+
+
+def _stable_repr(value: Any) -> str:
+    """``repr`` without memory addresses (``<Foo object at 0x7f…>``), the same in every process."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
 def _settings(obj: Any) -> str:
     """An object's class and public options (not its states), as a string."""
     opts = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
-    return f"{type(obj).__name__}{sorted((k, repr(v)) for k, v in opts.items())}"
+    return f"{type(obj).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
 
 
 def _ids_of(dataset: Any) -> list[str]:
@@ -467,7 +474,7 @@ def _metric_settings(metric: Metric) -> str:
     """A metric's class and options (not its states): a checkpoint made with other settings
     must not be resumed."""
     opts = {k: v for k, v in vars(metric).items() if k not in metric._defaults and not k.startswith("_")}
-    return f"{type(metric).__name__}{sorted((k, repr(v)) for k, v in opts.items())}"
+    return f"{type(metric).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
 
 
 def _reorder_states(metric: Metric, order: dict[str, int]) -> None:
