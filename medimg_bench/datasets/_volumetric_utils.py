@@ -35,13 +35,16 @@ def nifti_stem(name: str) -> str:
 
 def read_volume(path: Path) -> tuple[np.ndarray, dict[str, Any]]:
     """Read a NIfTI file or a DICOM series directory (the loaders' two volume sources)."""
-    from medimg_bench.datasets.io import read_dicom_series, read_image, read_nifti
+    from medimg_bench.datasets.io import check_pixels, read_dicom_series, read_image, read_nifti
 
     if path.is_dir():
-        return read_dicom_series(path)
-    if path.name.lower().endswith(_NIFTI_SUFFIXES):
-        return read_nifti(path)
-    return read_image(path)
+        array, meta = read_dicom_series(path)
+    elif path.name.lower().endswith(_NIFTI_SUFFIXES):
+        array, meta = read_nifti(path)
+    else:
+        return read_image(path)  # checks its pixels itself
+    check_pixels(array, path)
+    return array, meta
 
 
 def resample_volume(

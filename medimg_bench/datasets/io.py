@@ -30,6 +30,7 @@ import torch
 
 __all__ = [
     "ImageReadError",
+    "check_pixels",
     "read_image",
     "read_dicom",
     "read_dicom_series",
@@ -600,6 +601,24 @@ def read_image(path: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
     """Read any supported image by its suffix: a directory is read as a DICOM series, files with
     no suffix are tried as DICOM. Returns ``(array, meta)`` as the specific reader does."""
     p = Path(path)
+    array, meta = _read_any(p)
+    check_pixels(array, p)
+    return array, meta
+
+
+def check_pixels(array: Any, path: str | Path) -> None:
+    """Raise :class:`ImageReadError` naming ``path`` if the pixels are complex or hold NaN/Inf
+    (either would silently poison every metric downstream); return None otherwise."""
+    a = np.asarray(array)
+    if a.dtype.kind == "c":
+        raise ImageReadError(path, f"complex-valued pixels ({a.dtype}); expected a real image")
+    if a.dtype.kind == "f":
+        finite = np.isfinite(a)
+        if not finite.all():
+            raise ImageReadError(path, f"{int(a.size - finite.sum())} of {a.size} values are NaN or Inf")
+
+
+def _read_any(p: Path) -> tuple[np.ndarray, dict[str, Any]]:
     if p.is_dir():
         return read_dicom_series(p)
     suffix = p.suffix.lower()
