@@ -338,7 +338,8 @@ def evaluate(
 
     label = name or getattr(dataset, "name", "eval")
     n_todo = len(loader.sampler)
-    last_save = time.perf_counter()
+    last_save = bar_last = time.perf_counter()
+    bar_pending = 0
     with _progress(progress and rank == 0, len(done) + n_todo, label) as bar:
         bar_task = bar.add_task(label, total=len(done) + n_todo, completed=len(done)) if bar is not None else None
         for n_batch, (batch, failed) in enumerate(loader, start=1):
@@ -363,8 +364,13 @@ def evaluate(
                 ckpt.save(done=done, records=records, failures=failures, metrics=metric_objs,
                           elapsed_s=time.perf_counter() - t0)
                 last_save = time.perf_counter()
-            if bar is not None:
-                bar.update(bar_task, advance=(len(batch["id"]) if batch else 0) + len(failed))
+            if bar is not None:  # at most 10 refreshes a second: a bar update costs ~0.1 ms
+                bar_pending += (len(batch["id"]) if batch else 0) + len(failed)
+                if time.perf_counter() - bar_last >= 0.1:
+                    bar.update(bar_task, advance=bar_pending)
+                    bar_pending, bar_last = 0, time.perf_counter()
+        if bar is not None and bar_pending:
+            bar.update(bar_task, advance=bar_pending)
     t_loop = time.perf_counter() - t0
 
     if world_size > 1:
