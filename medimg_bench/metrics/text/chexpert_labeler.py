@@ -1,0 +1,193 @@
+"""An offline CheXpert-style report labeler, written for this project from the published
+description of the CheXpert labeler (Irvin et al., AAAI 2019): mention extraction from phrase
+lists per observation, negation and uncertainty detection in the mention's scope, aggregation.
+
+Per observation the label is 1.0 (positive), 0.0 (negative), -1.0 (uncertain) or NaN (not
+mentioned). Rules (see docs/reports.md):
+
+* text is lower-cased and split into sentences (on ``. ! ? ;`` and new lines, not inside
+  numbers such as "4.5"), sentences into clauses at scope terminators ("but", "however", …);
+* a mention is uncertain when an uncertainty cue precedes it in its clause (nearest cue wins) or
+  a post-uncertainty cue follows it ("cannot be excluded"); negative when a negation cue precedes
+  it in its clause (which covers lists: "no effusion, pneumothorax or consolidation") or a
+  post-negation cue follows it ("has resolved"); pseudo-negations ("no change in") negate nothing;
+  some phrases are negative or uncertain by themselves ("normal heart size");
+* aggregation per observation: any positive → 1; else any uncertain → -1; else negative → 0;
+* "No Finding" is 1 when the text mentions no pathology as positive or uncertain (Support
+  Devices does not count), else NaN; an empty text is NaN everywhere.
+
+The phrase and cue lists live in ``phrases/chexpert.yaml``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CHEXPERT_OBSERVATIONS", "CHEXPERT_COMPETITION", "label_reports", "label_report", "Mention"]
+
+CHEXPERT_OBSERVATIONS = (
+    "No Finding",
+    "Enlarged Cardiomediastinum",
+    "Cardiomegaly",
+    "Lung Opacity",
+    "Lung Lesion",
+    "Edema",
+    "Consolidation",
+    "Pneumonia",
+    "Atelectasis",
+    "Pneumothorax",
+    "Pleural Effusion",
+    "Pleural Other",
+    "Fracture",
+    "Support Devices",
+)
+#: the five observations of the CheXpert competition
+CHEXPERT_COMPETITION = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
+
+_PHRASES = Path(__file__).with_name("phrases") / "chexpert.yaml"
+_SENTENCE = re.compile(r"(?<!\d)[.!?](?!\d)|[\n;]")
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One mention: observation, character span in its sentence, status (1, 0 or -1)."""
+
+    observation: str
+    start: int
+    end: int
+    status: float
+    text: str
+
+
+def _alternation(patterns: Sequence[str]) -> str:
+    # longest first, so "pleural thickening" wins over a shorter overlapping phrase
+    return "|".join(sorted((f"(?:{p})" for p in patterns), key=len, reverse=True))
+
+
+@lru_cache(maxsize=4)
+def _compiled(path: str = str(_PHRASES)) -> dict[str, Any]:
+    import yaml
+
+    spec = yaml.safe_load(Path(path).read_text())
+    groups: list[tuple[str, float | None]] = []  # group name -> (observation, fixed status)
+    parts = []
+    for section, status in (("negative_mentions", 0.0), ("uncertain_mentions", -1.0), ("mentions", None)):
+        for obs, patterns in (spec.get(section) or {}).items():
+            if obs not in CHEXPERT_OBSERVATIONS:
+                raise ValueError(f"{path}: unknown observation {obs!r} in {section}")
+            for pat in patterns:
+                name = f"g{len(groups)}"
+                groups.append((obs, status))
+                parts.append((len(pat), f"(?P<{name}>{pat})"))
+    # longest pattern text first: the regex engine takes the first alternative that matches
+    parts.sort(key=lambda t: t[0], reverse=True)
+    mention_re = re.compile(r"\b(?:" + "|".join(p for _, p in parts) + r")\b")
+    cues = spec["cues"]
+
+    def cue(name: str) -> re.Pattern:
+        return re.compile(r"(?<![\w-])(?:" + _alternation(cues[name]) + r")(?![\w-])")
+
+    return {
+        "mention": mention_re,
+        "groups": {f"g{i}": g for i, g in enumerate(groups)},
+        "neg_pre": cue("negation_pre"),
+        "neg_post": cue("negation_post"),
+        "unc_pre": cue("uncertainty_pre"),
+        "unc_post": cue("uncertainty_post"),
+        "pseudo": cue("pseudo_negation"),
+        "term": re.compile(r"(?<![\w-])(?:" + _alternation(cues["terminators"]) + r")(?![\w-])|[;:]"),
+    }
+
+
+def _spans(regex: re.Pattern, text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in regex.finditer(text)]
+
+
+def _overlaps(span: tuple[int, int], others: list[tuple[int, int]]) -> bool:
+    return any(span[0] < e and s < span[1] for s, e in others)
+
+
+def _sentence_mentions(sentence: str, c: dict[str, Any]) -> list[Mention]:
+    found = []
+    for m in c["mention"].finditer(sentence):
+        name = m.lastgroup
+        obs, fixed = c["groups"][name]
+        found.append((obs, fixed, m.start(), m.end(), m.group(0)))
+    if not found:
+        return []
+    mention_spans = [(s, e) for _, _, s, e, _ in found]
+    pseudo = _spans(c["pseudo"], sentence)
+    unc_pre = [s for s in _spans(c["unc_pre"], sentence) if not _overlaps(s, mention_spans)]
+    unc_post = [s for s in _spans(c["unc_post"], sentence) if not _overlaps(s, mention_spans)]
+    unc_all = unc_pre + unc_post
+    neg_pre = [s for s in _spans(c["neg_pre"], sentence)
+               if not _overlaps(s, pseudo) and not _overlaps(s, unc_all) and not _overlaps(s, mention_spans)]
+    neg_post = [s for s in _spans(c["neg_post"], sentence)
+                if not _overlaps(s, pseudo) and not _overlaps(s, unc_all) and not _overlaps(s, mention_spans)]
+    terms = [s for s in _spans(c["term"], sentence) if not _overlaps(s, mention_spans)]
+
+    out = []
+    for obs, fixed, start, end, text in found:
+        lo = max([e for s, e in terms if e <= start], default=0)  # clause start
+        hi = min([s for s, e in terms if s >= end], default=len(sentence))  # clause end
+        before = [(s, "unc") for s, e in unc_pre if lo <= s and e <= start]
+        before += [(s, "neg") for s, e in neg_pre if lo <= s and e <= start]
+        after_unc = any(end <= s and e <= hi for s, e in unc_post)
+        after_neg = any(end <= s and e <= hi for s, e in neg_post)
+        nearest = max(before)[1] if before else None
+        if fixed is not None and fixed < 0:
+            status = -1.0
+        elif after_unc or nearest == "unc":
+            status = -1.0
+        elif fixed == 0.0 or nearest == "neg" or after_neg:
+            status = 0.0
+        else:
+            status = 1.0
+        out.append(Mention(obs, start, end, status, text))
+    return out
+
+
+def label_report(text: str) -> dict[str, float]:
+    """Labels of one report: observation → 1.0 / 0.0 / -1.0, or NaN when not mentioned."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a report string, got {type(text).__name__}")
+    labels = dict.fromkeys(CHEXPERT_OBSERVATIONS, float("nan"))
+    if not text.strip():
+        return labels
+    c = _compiled()
+    statuses: dict[str, list[float]] = {}
+    for sentence in _SENTENCE.split(" ".join(text.lower().split())):
+        for m in _sentence_mentions(sentence, c):
+            statuses.setdefault(m.observation, []).append(m.status)
+    for obs, values in statuses.items():
+        labels[obs] = 1.0 if 1.0 in values else (-1.0 if -1.0 in values else 0.0)
+    pathologies = [o for o in CHEXPERT_OBSERVATIONS if o not in ("No Finding", "Support Devices")]
+    if not any(labels[o] in (1.0, -1.0) for o in pathologies):
+        labels["No Finding"] = 1.0
+    return labels
+
+
+def label_reports(texts: Sequence[str]) -> Any:
+    """One row per text, the 14 CheXpert observations as columns, values 1.0 / 0.0 / -1.0 /
+    NaN (not mentioned); returns a ``pandas.DataFrame``. Non-text input raises TypeError naming
+    the row."""
+    import pandas as pd
+
+    rows = []
+    for i, t in enumerate(texts):
+        if isinstance(t, bytes):
+            try:
+                t = t.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"report {i}: not valid UTF-8 ({exc})") from exc
+        if not isinstance(t, str):
+            raise TypeError(f"report {i}: expected a string, got {type(t).__name__}")
+        rows.append(label_report(t))
+    return pd.DataFrame(rows, columns=list(CHEXPERT_OBSERVATIONS), dtype=np.float64)
