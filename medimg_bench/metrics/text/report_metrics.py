@@ -1,0 +1,75 @@
+"""Stateful per-report text metrics for the engine: ``report_nlg`` keeps the generated and
+reference texts and gives per-report BLEU-1..4, ROUGE-L and CIDEr-D (pycocoevalcap's per-report
+values; CIDEr-D's document frequencies from all references seen), so the summary reports their
+mean with a patient-clustered bootstrap CI. Corpus-level values as pycocoevalcap computes them
+are :func:`medimg_bench.metrics.report_text_scores` (the report task writes them too)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.text.nlg import bleu_scores, cider_d_scores, rouge_l_scores, tokenize
+from medimg_bench.registry import register_metric
+
+__all__ = ["ReportNLG", "REPORT_NLG_COLUMNS"]
+
+REPORT_NLG_COLUMNS = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider_d")
+
+
+@register_metric("report_nlg", tags=("report", "text"))
+class ReportNLG(Metric):
+    """Per-report BLEU-1..4, ROUGE-L, CIDEr-D. ``update(generated_texts, reference_texts)``;
+    texts are tokenised with :func:`~medimg_bench.metrics.text.nlg.tokenize` unless
+    ``tokenized=True``."""
+
+    name = "report_nlg"
+    per_sample = True
+    higher_is_better = True
+    input_kind = "text"
+
+    def __init__(self, *, tokenized: bool = False, class_names: Sequence[str] | None = None) -> None:
+        super().__init__(class_names=None)
+        self.tokenized = tokenized
+        self.add_state("generated", [], dist_reduce_fx="cat")
+        self.add_state("references", [], dist_reduce_fx="cat")
+
+    def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
+        if isinstance(preds, str) or isinstance(targets, str):
+            raise ValueError(f"{self.name}: expected lists of report texts, got a single string")
+        if len(preds) != len(targets):
+            raise ValueError(f"{self.name}: {len(preds)} generated reports but {len(targets)} references")
+        for i, (g, r) in enumerate(zip(preds, targets)):
+            where = ids[i] if ids is not None else i
+            if not isinstance(g, str) or not isinstance(r, str):
+                raise ValueError(f"{self.name}: sample {where}: generated and reference reports must be text")
+            if not r.strip():
+                raise ValueError(f"{self.name}: sample {where}: the reference report is empty")
+        prep = (lambda t: t) if self.tokenized else tokenize
+        self._add_ids(ids, len(preds))
+        self.generated.extend(prep(g) for g in preds)
+        self.references.extend(prep(r) for r in targets)
+
+    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
+        """``{column: (ids, (N, 1) tensor)}`` for each of :data:`REPORT_NLG_COLUMNS`."""
+        ids = list(self.ids)
+        if not self.generated:
+            return {c: (ids, torch.empty(0, 1, dtype=torch.float64)) for c in REPORT_NLG_COLUMNS}
+        refs = [[r] for r in self.references]
+        _, bleu = bleu_scores(self.generated, refs)
+        _, rouge = rouge_l_scores(self.generated, refs)
+        _, cider = cider_d_scores(self.generated, refs)
+        cols = [*(bleu[:, k] for k in range(4)), rouge, cider]
+        return {c: (ids, torch.as_tensor(v, dtype=torch.float64).reshape(-1, 1))
+                for c, v in zip(REPORT_NLG_COLUMNS, cols)}
+
+    def values(self) -> tuple[list[str], torch.Tensor]:
+        table = self.metric_values()
+        ids = table[REPORT_NLG_COLUMNS[0]][0]
+        return ids, torch.cat([table[c][1] for c in REPORT_NLG_COLUMNS], dim=1)
+
+    def compute(self) -> torch.Tensor:
+        return self.values()[1].nanmean(0)
