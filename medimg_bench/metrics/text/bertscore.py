@@ -1,0 +1,77 @@
+"""BERTScore (Zhang et al., ICLR 2020) from a local model: greedy cosine matching of contextual
+token embeddings, precision / recall / F1 per pair. Equal to the ``bert-score`` package with
+``idf=False`` and no baseline rescaling for the same model and layer (tested on a tiny random
+BERT): special tokens carry zero weight, an empty candidate scores 0.
+
+Weights are never downloaded: ``model_path`` is a local folder (``save_pretrained`` layout) and
+the error names the option when it is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["bertscore"]
+
+
+def bertscore(
+    generated: Sequence[str],
+    references: Sequence[str],
+    *,
+    model_path: str | Path | None,
+    num_layers: int | None = None,
+    batch_size: int = 32,
+    device: str = "cpu",
+) -> dict[str, np.ndarray]:
+    """Per-pair ``precision``, ``recall`` and ``f1`` arrays (N,) using the hidden states after
+    ``num_layers`` layers (default: the last layer) of the model in ``model_path``."""
+    if model_path is None:
+        raise ValueError("bertscore needs local weights: set model_path (option `model_path`) to "
+                         "a folder with a transformers model and tokenizer; nothing is downloaded")
+    path = Path(model_path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"bertscore: no model at {str(path)!r} (option `model_path`): config.json is missing")
+    if len(generated) != len(references):
+        raise ValueError(f"{len(generated)} generated reports but {len(references)} references")
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    n_layers = model.config.num_hidden_layers
+    layer = n_layers if num_layers is None else int(num_layers)
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"bertscore: num_layers must be in 0..{n_layers}, got {layer}")
+    special = set(tok.all_special_ids)
+    max_len = min(getattr(tok, "model_max_length", 512) or 512, 512)
+
+    def embed(texts: Sequence[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        out = []
+        for start in range(0, len(texts), batch_size):
+            chunk = [t.strip() for t in texts[start : start + batch_size]]
+            enc = tok(chunk, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
+            with torch.inference_mode():
+                hs = model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[layer]
+            for i in range(len(chunk)):
+                ids = enc["input_ids"][i]
+                keep = enc["attention_mask"][i].bool()
+                e = hs[i][keep.to(hs.device)].float()
+                w = torch.tensor([0.0 if int(t) in special else 1.0 for t in ids[keep]])
+                out.append((torch.nn.functional.normalize(e, dim=-1).cpu(), w))
+        return out
+
+    hyp, ref = embed(list(generated)), embed(list(references))
+    p = np.zeros(len(hyp))
+    r = np.zeros(len(hyp))
+    for i, ((he, hw), (re_, rw)) in enumerate(zip(hyp, ref)):
+        if hw.sum() == 0 or rw.sum() == 0:  # empty text: score 0, as bert-score does
+            continue
+        sim = he @ re_.T
+        p[i] = float((sim.max(dim=1).values * hw).sum() / hw.sum())
+        r[i] = float((sim.max(dim=0).values * rw).sum() / rw.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
+    return {"precision": p, "recall": r, "f1": f}
