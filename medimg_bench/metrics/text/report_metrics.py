@@ -15,7 +15,7 @@ from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.text.nlg import bleu_scores, cider_d_scores, rouge_l_scores, tokenize
 from medimg_bench.registry import register_metric
 
-__all__ = ["ReportNLG", "REPORT_NLG_COLUMNS"]
+__all__ = ["ReportNLG", "REPORT_NLG_COLUMNS", "compare_reports"]
 
 REPORT_NLG_COLUMNS = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider_d")
 
@@ -73,3 +73,60 @@ class ReportNLG(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.values()[1].nanmean(0)
+
+
+def compare_reports(
+    generated_a: Sequence[str],
+    generated_b: Sequence[str],
+    references: Sequence[str],
+    *,
+    metric: str = "chexpert_5_micro_f1",
+    groups: Sequence[Any] | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Any:
+    """Paired bootstrap of ``metric(a) − metric(b)`` over the same studies (resampling
+    ``groups``, e.g. patient ids, when given): a ``PairedBootstrapResult`` with the difference,
+    its CI and a two-sided p-value. ``metric``: ``chexpert_{5,14}_{micro,macro}_f1``,
+    ``bleu1``…``bleu4`` (corpus level), ``rouge_l`` or ``cider_d``."""
+    import numpy as np
+
+    from medimg_bench.metrics.stats import paired_bootstrap
+    from medimg_bench.metrics.text.chexpert_labeler import label_reports
+    from medimg_bench.metrics.text.factuality import chexpert_f1
+
+    if not (len(generated_a) == len(generated_b) == len(references)):
+        raise ValueError(f"lengths differ: {len(generated_a)}, {len(generated_b)}, {len(references)}")
+    if metric.startswith("chexpert_"):
+        _, n, avg, _ = metric.split("_")
+        cols = label_reports(references).columns
+        la = label_reports(generated_a).to_numpy()
+        lb = label_reports(generated_b).to_numpy()
+        lr = label_reports(references).to_numpy()
+
+        def fn(pred: Any, target: Any) -> float:
+            import pandas as pd
+
+            return chexpert_f1(pd.DataFrame(np.asarray(pred, float), columns=cols),
+                               pd.DataFrame(np.asarray(target, float), columns=cols),
+                               observations=n, average=avg)
+
+        return paired_bootstrap(fn, la, lb, lr, n_resamples=n_resamples, confidence=confidence,
+                                groups=groups, seed=seed)
+    if metric not in ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider_d"):
+        raise ValueError(f"unknown metric {metric!r}")
+    ta = np.array([tokenize(g) for g in generated_a], dtype=object)
+    tb = np.array([tokenize(g) for g in generated_b], dtype=object)
+    tr = np.array([tokenize(r) for r in references], dtype=object)
+
+    def text_fn(pred: Any, target: Any) -> float:
+        refs = [[r] for r in target]
+        if metric.startswith("bleu"):
+            return bleu_scores(list(pred), refs)[0][int(metric[-1]) - 1]
+        if metric == "rouge_l":
+            return rouge_l_scores(list(pred), refs)[0]
+        return cider_d_scores(list(pred), refs)[0]
+
+    return paired_bootstrap(text_fn, ta, tb, tr, n_resamples=n_resamples, confidence=confidence,
+                            groups=groups, seed=seed)

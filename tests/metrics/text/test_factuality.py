@@ -87,3 +87,17 @@ def test_measurements_extracted_with_units_and_matched():
     assert s["mean_abs_error_cm"] == pytest.approx(1.5)
     empty = measurement_scores([""], [""])
     assert math.isnan(empty["presence_precision"]) and math.isnan(empty["mean_abs_error_cm"])
+
+
+def test_paired_comparison_of_two_models_on_the_same_studies():
+    from medimg_bench.metrics import compare_reports
+
+    refs = ["Small left pleural effusion.", "Mild cardiomegaly.", "Mild pulmonary edema.",
+            "Bibasilar atelectasis.", "No effusion.", "Right lower lobe consolidation."] * 4
+    good = list(refs)
+    bad = ["No acute process."] * len(refs)
+    groups = [f"p{i // 2}" for i in range(len(refs))]
+    res = compare_reports(good, bad, refs, metric="chexpert_5_micro_f1", groups=groups, n_resamples=200)
+    assert res.difference == pytest.approx(1.0) and res.p_value < 0.05
+    same = compare_reports(good, good, refs, metric="bleu4", n_resamples=50)
+    assert same.difference == 0.0 and same.p_value > 0.5
