@@ -1,0 +1,211 @@
+"""Frozen backbones → embeddings: timm, the open_clip image tower, MONAI networks and Hugging
+Face vision models from a local path, behind one :class:`Encoder` interface.
+
+An encoder says exactly what produced its embeddings (:meth:`Encoder.identity`: kind,
+architecture options, SHA-256 of the weights, preprocessing), which is what the embedding cache
+(:mod:`medimg_bench.protocols.embeddings`) is keyed by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from medimg_bench.models.base import load_checkpoint, state_dict_sha256
+
+__all__ = ["Encoder", "build_encoder", "prepare_images", "require_local_path", "OPENAI_MEAN", "OPENAI_STD"]
+
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def require_local_path(path: Any, option: str) -> Path:
+    """``Path(path)`` if it exists; otherwise ``FileNotFoundError`` naming the path and the option."""
+    p = Path(str(path)).expanduser()
+    if not p.exists():
+        raise FileNotFoundError(f"{option}={str(p)!r}: no such file or directory (weights are read from "
+                                f"local files only; set {option} to an existing path)")
+    return p
+
+
+def prepare_images(
+    images: torch.Tensor,
+    *,
+    size: int | None = None,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    channels: int | None = None,
+) -> torch.Tensor:
+    """Images ``(B, C, H, W)`` in [0, 1] → the network's input: channels repeated (1 → 3) or
+    averaged (→ 1) to ``channels``, bilinear resize to ``size``×``size``, then ``(x - mean) / std``."""
+    x = images.float()
+    if channels is not None and x.shape[1] != channels:
+        if x.shape[1] == 1:
+            x = x.expand(-1, channels, *x.shape[2:])
+        elif channels == 1:
+            x = x.mean(1, keepdim=True)
+        else:
+            raise ValueError(f"cannot map {x.shape[1]} image channels to the {channels} the encoder takes")
+    if size is not None and tuple(x.shape[-2:]) != (size, size):
+        x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    if mean is not None and std is not None:
+        m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        s = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        x = (x - m) / s
+    return x
+
+
+class Encoder:
+    """A frozen network mapping a batch of images to ``(B, D)`` float32 embeddings.
+
+    ``forward`` is the bare network call on prepared inputs; :meth:`encode` prepares images in
+    [0, 1] (see :func:`prepare_images` with :attr:`preprocess`) and pools the output."""
+
+    def __init__(self, module: torch.nn.Module, *, kind: str, config: Mapping[str, Any],
+                 preprocess: Mapping[str, Any], forward: Any = None) -> None:
+        self.module = module.eval().requires_grad_(False)
+        self.kind = kind
+        self.config = dict(config)
+        self.preprocess = dict(preprocess)
+        self._forward = forward or module
+        self.device = torch.device("cpu")
+        self._sha: str | None = None
+
+    def to(self, device: str | torch.device) -> Encoder:
+        self.device = torch.device(device)
+        self.module.to(self.device)
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """What produces the embeddings: kind, architecture config, weights SHA-256, preprocessing."""
+        if self._sha is None:
+            self._sha = state_dict_sha256(self.module)
+        return {"kind": self.kind, "config": _plain(self.config), "weights_sha256": self._sha,
+                "preprocess": _plain(self.preprocess)}
+
+    def prepare(self, images: torch.Tensor) -> torch.Tensor:
+        return prepare_images(images.to(self.device, non_blocking=True), **self.preprocess)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The network on prepared input, pooled to ``(B, D)``."""
+        out = self._forward(x)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if hasattr(out, "pooler_output") and out.pooler_output is not None:
+            out = out.pooler_output
+        elif hasattr(out, "last_hidden_state"):
+            out = out.last_hidden_state[:, 0]
+        if out.ndim > 2:  # feature maps: global average pool
+            out = out.flatten(2).mean(-1)
+        return out
+
+    @torch.inference_mode()
+    def encode(self, images: torch.Tensor) -> torch.Tensor:
+        """Embeddings ``(B, D)`` (float32) of images ``(B, C, H, W)`` in [0, 1]."""
+        return self.forward(self.prepare(images)).float()
+
+
+def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
+    """The frozen backbone described by a ``model`` config node (``name`` + ``options``):
+
+    * ``timm`` (and ``timm_encoder``): ``timm.create_model(model_name, num_classes=0)``; a
+      classifier ``checkpoint`` is loaded without its head;
+    * ``clip``: the open_clip image tower (see :func:`medimg_bench.models.clip.build_open_clip`);
+    * ``monai_encoder``: any ``monai.networks.nets`` class (``network`` + its ``kwargs``), output
+      pooled;
+    * ``hf_vision``: ``transformers.AutoModel.from_pretrained(path, local_files_only=True)``.
+    """
+    name = mcfg["name"]
+    opt = {k: v for k, v in dict(mcfg.get("options") or {}).items() if v is not None}
+    if name in ("timm", "timm_encoder"):
+        import timm
+
+        model_name = opt.get("model_name", "resnet18")
+        chans = int(opt.get("in_channels") or in_channels)
+        module = timm.create_model(model_name, pretrained=bool(opt.get("pretrained", False)), num_classes=0,
+                                   in_chans=chans)
+        if opt.get("checkpoint"):
+            ckpt = require_local_path(opt["checkpoint"], "model.options.checkpoint")
+            _load_backbone(module, ckpt)
+        cfg = timm.data.resolve_data_config({}, model=module)
+        pre = {"channels": chans, "size": opt.get("image_size")}
+        if opt.get("normalize", False):
+            pre.update(mean=list(cfg["mean"])[:chans], std=list(cfg["std"])[:chans])
+        return Encoder(module, kind="timm", config={"model_name": model_name, "in_channels": chans,
+                                                    "checkpoint": opt.get("checkpoint")}, preprocess=pre)
+    if name == "clip":
+        from medimg_bench.models.clip import build_open_clip
+
+        model, info = build_open_clip(**{k: v for k, v in opt.items()
+                                         if k in ("model_name", "pretrained", "model_cfg", "precision")})
+        pre = {"channels": 3, "size": info["image_size"], "mean": info["mean"], "std": info["std"]}
+        return Encoder(model.visual, kind="open_clip_image", config=info["identity"], preprocess=pre)
+    if name == "monai_encoder":
+        import monai.networks.nets as nets
+
+        network = opt.get("network", "DenseNet121")
+        if not hasattr(nets, network):
+            raise ValueError(f"model.options.network={network!r} is not a class in monai.networks.nets")
+        kwargs = dict(opt.get("kwargs") or {})
+        kwargs.setdefault("spatial_dims", 2)
+        kwargs.setdefault("in_channels", in_channels)
+        module = getattr(nets, network)(**kwargs)
+        if opt.get("checkpoint"):
+            load_checkpoint(module, require_local_path(opt["checkpoint"], "model.options.checkpoint"))
+        fwd = getattr(module, "features", None) or module
+        return Encoder(module, kind="monai", config={"network": network, **kwargs,
+                                                     "checkpoint": opt.get("checkpoint")},
+                       preprocess={"channels": kwargs["in_channels"], "size": opt.get("image_size")},
+                       forward=fwd)
+    if name == "hf_vision":
+        path = require_local_path(opt.get("path"), "model.options.path")
+        from transformers import AutoImageProcessor, AutoModel
+
+        module = AutoModel.from_pretrained(str(path), local_files_only=True)
+        module = getattr(module, "vision_model", module)
+        size, mean, std = opt.get("image_size"), opt.get("mean"), opt.get("std")
+        try:
+            proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+            mean = mean or list(proc.image_mean)
+            std = std or list(proc.image_std)
+            s = proc.size
+            size = size or (s.get("shortest_edge") or s.get("height") if isinstance(s, dict) else s)
+        except (OSError, ValueError, AttributeError):
+            pass
+        chans = int(getattr(module.config, "num_channels", 3))
+
+        def fwd(x: torch.Tensor) -> Any:
+            return module(pixel_values=x)
+
+        return Encoder(module, kind="hf_vision", config={"path": str(path)},
+                       preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
+    raise ValueError(f"model {name!r} cannot be used as a frozen encoder; use timm, clip, monai_encoder "
+                     "or hf_vision")
+
+
+def _load_backbone(module: torch.nn.Module, path: Path) -> None:
+    """Load a (classifier) checkpoint into a headless backbone: head weights are dropped."""
+    from medimg_bench.models.base import _read_state
+
+    state = _read_state(path)
+    own = module.state_dict()
+    dropped = [k for k in state if k not in own]
+    missing = [k for k in own if k not in state]
+    if missing:
+        raise ValueError(f"checkpoint {str(path)!r} does not match the backbone: missing {missing[:5]}")
+    module.load_state_dict({k: v for k, v in state.items() if k in own})
+    if dropped and not all(k.startswith(("fc.", "head", "classifier")) for k in dropped):
+        raise ValueError(f"checkpoint {str(path)!r} has weights the backbone lacks: {dropped[:5]}")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
