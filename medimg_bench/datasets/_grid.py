@@ -19,7 +19,19 @@ import numpy as np
 
 from medimg_bench.sample import SampleError
 
-__all__ = ["align_to_image_grid", "grid_problem", "header_grid"]
+__all__ = ["align_to_image_grid", "grid_problem", "header_grid", "read_target"]
+
+
+def read_target(path: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """Read a label file (mask) with :func:`~medimg_bench.datasets.io.read_image`; an error is
+    tagged ``stage = "target"`` so the run reports it as a target failure, not a load failure."""
+    from medimg_bench.datasets.io import read_image
+
+    try:
+        return read_image(path)
+    except Exception as exc:
+        exc.stage = "target"  # type: ignore[attr-defined]
+        raise
 
 
 def _tolerance(affine: np.ndarray) -> float:
@@ -92,9 +104,11 @@ def align_to_image_grid(
     mask = np.asarray(mask)
     problem = grid_problem(tuple(image_shape), image_affine, tuple(mask.shape), mask_affine)
     if problem is not None:
-        raise SampleError(
+        err = SampleError(
             f"{problem}; image file {str(image_path)!r}", sample_id=sample_id, path=str(mask_path)
         )
+        err.stage = "target"  # the label is what is wrong: the engine tags the failure [target]
+        raise err
     if image_affine is None or mask_affine is None:
         return mask
     if tuple(mask.shape) == tuple(image_shape) and np.allclose(

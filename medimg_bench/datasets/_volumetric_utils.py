@@ -209,7 +209,11 @@ class VolumeDataset(ManifestDataset):
             channels.extend(parts)
         assert affine is not None
         image = np.stack([np.asarray(c, dtype=np.float32) for c in channels])
-        read = self.read_mask(row, {"affine": affine, "shape": image.shape[1:]})
+        try:
+            read = self.read_mask(row, {"affine": affine, "shape": image.shape[1:]})
+        except Exception as exc:  # the label file is what failed: reported as [target]
+            exc.stage = "target"  # type: ignore[attr-defined]
+            raise
         mask = None
         if read is not None:
             mask, mask_affine = read

@@ -180,7 +180,10 @@ class ManifestDataset(torch.utils.data.Dataset):
             raise
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             path = next((str(self.resolve(row[c])) for c in self.path_columns if isinstance(row.get(c), str)), None)
-            raise SampleError(f"{type(exc).__name__}: {exc}", sample_id=str(row["id"]), path=path) from exc
+            err = SampleError(f"{type(exc).__name__}: {exc}", sample_id=str(row["id"]), path=path)
+            if hasattr(exc, "stage"):  # keep the stage a loader tagged ("target" for a label file)
+                err.stage = exc.stage  # type: ignore[attr-defined]
+            raise err from exc
         if self.transform is not None:
             sample = self.transform(sample)
         return sample
@@ -249,7 +252,7 @@ class TableDataset(ManifestDataset):
         )
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        from medimg_bench.datasets._grid import align_to_image_grid
+        from medimg_bench.datasets._grid import align_to_image_grid, read_target
         from medimg_bench.datasets.io import read_image, to_channel_first
 
         path = self.resolve(row[self.image_column])
@@ -268,7 +271,7 @@ class TableDataset(ManifestDataset):
             )
         if self.mask_column:
             mpath = self.resolve(row[self.mask_column])
-            marray, mmeta = read_image(mpath)
+            marray, mmeta = read_target(mpath)
             marray = align_to_image_grid(
                 marray, mmeta.get("affine"), meta.get("affine"),
                 image_shape=tuple(image.shape[1:]), sample_id=str(row["id"]),

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets._grid import align_to_image_grid
+from medimg_bench.datasets._grid import align_to_image_grid, read_target
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.registry import register_dataset
 from medimg_bench.sample import SampleError
@@ -360,7 +360,7 @@ class SyntheticCT(ManifestDataset):
         path = self.resolve(row["image"])
         array, meta = read_image(path)
         mpath = self.resolve(row["mask"])
-        mask_arr, mmeta = read_image(mpath)
+        mask_arr, mmeta = read_target(mpath)
         mask_arr = align_to_image_grid(
             mask_arr, mmeta.get("affine"), meta.get("affine"), image_shape=tuple(array.shape),
             sample_id=str(row["id"]), image_path=path, mask_path=mpath,

@@ -139,3 +139,16 @@ def test_datasets_check_lists_off_grid_pairs_from_headers(tmp_path):
     split = next(iter(report.splits.values()))
     assert not report.ok and report.exit_code == 1 and len(split.off_grid) == 1
     assert str(mask_path) in report.format() and "off-grid" in report.format()
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_mask_errors_are_tagged_as_target_failures(tmp_path, loader):
+    from medimg_bench.engine.runner import _SafeDataset
+
+    ds, mask_path = LOADERS[loader](tmp_path)
+    Path(mask_path).write_bytes(b"")  # unreadable label file
+    failure = _SafeDataset(ds, fail_fast=False)[0]
+    assert failure["stage"] == "target" and Path(mask_path).name in failure["error"]
+    ds, mask_path = LOADERS[loader](tmp_path / "again")
+    _rewrite(mask_path, "shifted")
+    assert _SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
