@@ -1,0 +1,482 @@
+"""``protocol=...`` runs: build the pieces from the composed config, run every seed, write the
+run directory (``summary.json`` in the engine's shape, ``manifest.json``, ``samples.parquet``,
+and ``seeds/<seed>/summary.json`` per seed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = ["run_protocol", "aggregate_seeds", "PROTOCOLS"]
+
+PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retrieval")
+
+
+def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
+    """Run the protocol ``cfg["protocol"]["name"]`` into ``run_dir``; returns the
+    :class:`~medimg_bench.engine.results.Results` written there (the summary over seeds)."""
+    from medimg_bench.engine.pipeline import check_run_dir
+
+    c = dict(cfg)
+    p = dict(c["protocol"])
+    name = p.get("name")
+    if name not in PROTOCOLS:
+        raise ValueError(f"protocol.name={name!r}; known protocols: {list(PROTOCOLS)}")
+    run_dir = Path(run_dir)
+    finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
+    if finished is not None:
+        return finished
+    seeds = [int(s) for s in (p.get("seeds") or [c["seed"]])]
+    start = time.perf_counter()
+    fn = {"linear_probe": _probe, "knn": _probe, "few_shot": _probe, "fine_tune": _fine_tune,
+          "zero_shot": _zero_shot, "retrieval": _retrieval}[name]
+    per_seed: dict[int, Any] = {}
+    extra: dict[str, Any] = {}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        per_seed[seed] = fn(c, p, seed, run_dir, extra)
+    return _write(c, p, run_dir, per_seed, extra, time.perf_counter() - start)
+
+
+# -- shared pieces --------------------------------------------------------------------------------
+def _datasets(c: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """(train, val, test) datasets; val is ``protocol.val_split`` or ``val_fraction`` of the
+    training patients (drawn with a fixed seed, the same for every run seed)."""
+    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.protocols.sampling import split_patients
+
+    d = c["dataset"]
+    test = build_dataset(d, d.get("split"))
+    if not d.get("train_split"):
+        raise ValueError(f"protocol {p['name']!r} needs dataset.train_split (dataset {d['name']!r} has none)")
+    train = build_dataset(d, d["train_split"])
+    if p.get("val_split"):
+        return train, build_dataset(d, p["val_split"]), test
+    rest, held = split_patients(list(train.manifest["patient_id"].astype(str)),
+                                fraction=float(p.get("val_fraction", 0.2)), seed=0)
+    ids = train.manifest["id"].astype(str).to_numpy()
+    return train.subset(ids[rest]), train.subset(ids[held]), test
+
+
+def _multilabel(c: Mapping[str, Any]) -> bool:
+    return bool((c["task"].get("options") or {}).get("multilabel", True))
+
+
+def _device(c: Mapping[str, Any]) -> torch.device:
+    from medimg_bench.engine.runner import resolve_device
+
+    return torch.device(resolve_device(c.get("device")))
+
+
+def _score(c: Mapping[str, Any], probs: torch.Tensor, y: torch.Tensor, ids: Sequence[str],
+           patients: Sequence[str], classes: Sequence[str], seed: int) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Summary (engine shape) and per-sample table of test-set probabilities."""
+    from medimg_bench.engine.summary import summarize
+    from medimg_bench.registry import create_task
+
+    task = create_task(c["task"]["name"], **dict(c["task"].get("options") or {}))
+    metrics = task.build_metrics(c.get("metrics"), classes)
+    target = y if _multilabel(c) else y.long()
+    for m in metrics.values():
+        m.update(probs, target, None, ids=list(ids))
+    batch = {"id": list(ids), "label": target}
+    rec = task.sample_records(batch, {"probs": probs}, classes)
+    samples = pd.DataFrame(rec) if isinstance(rec, dict) else pd.DataFrame(list(rec))
+    pmap = dict(zip(ids, patients))
+    samples["patient_id"] = samples["id"].map(pmap)
+    samples["status"] = "ok"
+    b = c.get("bootstrap") or {}
+    summary = summarize(metrics, samples, patients=pmap, n_resamples=int(b.get("n_resamples", 1000)),
+                        confidence=float(b.get("confidence", 0.95)), seed=seed)
+    return summary, samples
+
+
+def _encoder(c: Mapping[str, Any], dataset: Any) -> Any:
+    from medimg_bench.engine.pipeline import _infer_channels
+    from medimg_bench.models.encoders import build_encoder
+
+    with torch.random.fork_rng():  # a randomly initialised backbone is the same for every run seed
+        torch.manual_seed(0)
+        return build_encoder(c["model"], in_channels=_infer_channels(dataset)).to(_device(c))
+
+
+def _model_key(c: Mapping[str, Any]) -> str:
+    m = c["model"]
+    opt = m.get("options") or {}
+    return str(opt.get("model_name") or opt.get("network") or opt.get("path") or m["name"])
+
+
+# -- probes ---------------------------------------------------------------------------------------
+def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.protocols.embeddings import cached_embeddings
+    from medimg_bench.protocols.probes import knn_predict, select_metric, train_linear_probe
+    from medimg_bench.protocols.sampling import few_shot_indices
+
+    if "emb" not in extra:  # once per run, shared by every seed
+        train, val, test = _datasets(c, p)
+        enc = _encoder(c, test)
+        e = dict(p.get("embeddings") or {})
+        kw = {"model_name": _model_key(c), "cache_dir": e.get("cache_dir"), "batch_size": int(e.get("batch_size", 64)),
+              "num_workers": int(e.get("num_workers", 0)), "amp": bool(c.get("amp"))}
+        tr_split = f"{c['dataset']['train_split']}-train"
+        va_split = p.get("val_split") or f"{c['dataset']['train_split']}-val"
+        extra["emb"] = {
+            "train": cached_embeddings(enc, train, split=tr_split, **kw),
+            "val": cached_embeddings(enc, val, split=va_split, **kw),
+            "test": cached_embeddings(enc, test, split=c["dataset"].get("split"), **kw),
+        }
+        extra["classes"] = list(test.classes)
+        extra["embeddings"] = {k: {"n": len(v.ids), "dim": int(v.x.shape[1]), "source": v.source,
+                                   "refused": v.refused, "failed": v.failed[:20], "seconds": round(v.seconds, 3)}
+                               for k, v in extra["emb"].items()}
+    emb, classes = extra["emb"], extra["classes"]
+    ml = _multilabel(c)
+    tr, va, te = emb["train"], emb["val"], emb["test"]
+    yv = va.y if ml else va.y.reshape(-1)
+    info: dict[str, Any] = {}
+    if p["name"] == "few_shot":
+        k = int(p["options"]["k"])
+        idx = few_shot_indices(tr.y.numpy() if ml else tr.y.reshape(-1).numpy(), tr.patients, k=k,
+                               classes=classes, seed=seed)
+        tr = tr.take(idx)
+        info["train_ids"] = tr.ids
+    ytr = tr.y if ml else tr.y.reshape(-1)
+    o = dict(p.get("options") or {})
+    if p["name"] in ("linear_probe", "few_shot"):
+        lp = {k: o[k] for k in ("max_steps", "batch_size", "lr", "momentum", "weight_decay", "patience", "val_every")
+              if o.get(k) is not None}
+        probe = train_linear_probe(tr.x, ytr, va.x, yv, num_classes=len(classes), multilabel=ml, seed=seed,
+                                   device=_device(c), **lp)
+        probs = probe.predict_proba(te.x)
+        info.update(best_step=probe.best_step, best_val=probe.best_val, steps=probe.steps)
+    else:  # knn: k picked on validation when a list is given
+        ks = o.get("k", 20)
+        ks = list(ks) if isinstance(ks, (list, tuple)) else [int(ks)]
+        temp = float(o.get("temperature", 0.07))
+
+        def run(k: int, x: torch.Tensor) -> torch.Tensor:
+            return knn_predict(tr.x, ytr, x, num_classes=len(classes), multilabel=ml, k=k, temperature=temp)
+
+        if len(ks) > 1:
+            scores = {k: select_metric(run(k, va.x), yv, multilabel=ml) for k in ks}
+            best_k = max(ks, key=lambda k: scores[k])
+            info["val_by_k"] = scores
+        else:
+            best_k = ks[0]
+        info["k"] = best_k
+        probs = run(best_k, te.x)
+    summary, samples = _score(c, probs, te.y if ml else te.y.reshape(-1), te.ids, te.patients, classes, seed)
+    return {"summary": summary, "samples": samples, "info": info}
+
+
+# -- fine-tune ------------------------------------------------------------------------------------
+def _fine_tune(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.engine.distributed import is_main_process
+    from medimg_bench.engine.pipeline import _build_model
+    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.models.training import fit
+    from medimg_bench.protocols.probes import select_metric
+    from medimg_bench.protocols.sampling import fraction_indices
+    from medimg_bench.registry import create_task
+
+    train, val, test = _datasets(c, p)
+    o = dict(p.get("options") or {})
+    ml = _multilabel(c)
+    classes = list(test.classes)
+    labels = _manifest_labels(train, classes, ml)
+    idx = fraction_indices(labels, list(train.manifest["patient_id"].astype(str)),
+                           fraction=float(o.get("label_fraction", 1.0)), classes=classes, seed=seed)
+    sub = train.subset(train.manifest["id"].astype(str).to_numpy()[idx])
+    task = create_task(c["task"]["name"], **dict(c["task"].get("options") or {}))
+    torch.manual_seed(seed)
+    model = _build_model(c["model"], test).to(_device(c))
+    bs = int(c.get("batch_size", 16))
+
+    def val_fn(m: Any) -> float:
+        loader = torch.utils.data.DataLoader(val, batch_size=bs, collate_fn=_collate())
+        ps, ys = [], []
+        for b in loader:
+            ps.append(m.predict(b)["probs"].float().cpu())
+            ys.append(torch.as_tensor(b["label"]).float())
+        y = torch.cat(ys)
+        return select_metric(torch.cat(ps), y if ml else y.reshape(-1), multilabel=ml)
+
+    seed_dir = run_dir / "seeds" / str(seed)
+    tr = fit(model, sub, loss_fn=task.loss, max_steps=int(o.get("max_steps", 200)), lr=float(o.get("lr", 1e-3)),
+             weight_decay=float(o.get("weight_decay", 0.05)), batch_size=int(o.get("batch_size", 16)), seed=seed,
+             warmup_steps=o.get("warmup_steps"), encoder_lr_scale=float(o.get("encoder_lr_scale", 0.1)),
+             grad_clip=o.get("grad_clip", 1.0), val_fn=val_fn, val_every=int(o.get("val_every", 20)),
+             patience=o.get("patience"), amp=bool(o.get("amp", c.get("amp", False))),
+             deterministic=bool(o.get("deterministic", True)), checkpoint_dir=seed_dir / "train",
+             checkpoint_every=int(o.get("checkpoint_every", 20)), progress=False,
+             max_seconds=o.get("max_seconds"))
+    if is_main_process():
+        from safetensors.torch import save_file
+
+        seed_dir.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()},
+                  str(seed_dir / "model.safetensors"))
+    b = c.get("bootstrap") or {}
+    res = evaluate(model, test, task=task, metrics=c.get("metrics"), batch_size=bs, device=_device(c),
+                   progress=False, n_resamples=int(b.get("n_resamples", 1000)),
+                   confidence=float(b.get("confidence", 0.95)), seed=seed)
+    info = {"label_fraction": float(o.get("label_fraction", 1.0)), "n_train": len(sub), "steps": tr.steps,
+            "best_step": tr.best_step, "best_val": tr.best_val, "final_loss": tr.final_loss}
+    return {"summary": res.summary, "samples": res.samples, "info": info}
+
+
+def _collate() -> Any:
+    from medimg_bench.sample import collate
+
+    return collate
+
+
+def _manifest_labels(ds: Any, classes: Sequence[str], multilabel: bool) -> np.ndarray:
+    """Labels from the manifest (no pixels read): class columns (multi-hot) or a ``label`` column."""
+    m = ds.manifest
+    if all(str(k) in m.columns for k in classes):
+        return m[[str(k) for k in classes]].to_numpy(dtype=float)
+    if "label" in m.columns:
+        return pd.to_numeric(m["label"], errors="coerce").to_numpy(dtype=float)
+    return np.stack([torch.as_tensor(ds[i]["label"]).float().numpy() for i in range(len(ds))])
+
+
+# -- zero-shot ------------------------------------------------------------------------------------
+def _zero_shot(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.registry import create_model, create_task
+
+    d = c["dataset"]
+    test = build_dataset(d, d.get("split"))
+    opts = {k: v for k, v in dict(c["model"].get("options") or {}).items() if v is not None}
+    if c["model"]["name"] != "clip":
+        raise ValueError(f"protocol=zero_shot needs a vision-language model (model=clip_*), got {c['model']['name']!r}")
+    opts.setdefault("classes", list(test.classes))
+    opts["multilabel"] = _multilabel(c)
+    model = create_model("clip", **opts)
+    task = create_task(c["task"]["name"], **dict(c["task"].get("options") or {}))
+    b = c.get("bootstrap") or {}
+    res = evaluate(model, test, task=task, metrics=c.get("metrics"), batch_size=int(c.get("batch_size", 16)),
+                   device=_device(c), progress=False, n_resamples=int(b.get("n_resamples", 1000)),
+                   confidence=float(b.get("confidence", 0.95)), seed=seed)
+    return {"summary": res.summary, "samples": res.samples, "info": {"templates": model.templates}}
+
+
+# -- retrieval ------------------------------------------------------------------------------------
+def _retrieval(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.registry import create_model
+
+    d = c["dataset"]
+    ds = build_dataset(d, d.get("split"))
+    opts = {k: v for k, v in dict(c["model"].get("options") or {}).items()
+            if v is not None and k not in ("num_classes", "in_channels", "multilabel")}
+    model = create_model("clip", **opts).to(_device(c))
+    b = c.get("bootstrap") or {}
+    summary, samples = retrieval_scores(model, ds, ks=tuple(p.get("options", {}).get("ks", (1, 5, 10))),
+                                        n_resamples=int(b.get("n_resamples", 1000)),
+                                        confidence=float(b.get("confidence", 0.95)), seed=seed,
+                                        text_key=str((p.get("options") or {}).get("text_key", "report")))
+    return {"summary": summary, "samples": samples, "info": {}}
+
+
+@torch.inference_mode()
+def retrieval_scores(
+    model: Any, dataset: Any, *, ks: Sequence[int] = (1, 5, 10), n_resamples: int = 1000, confidence: float = 0.95,
+    seed: int = 0, text_key: str = "report", batch_size: int = 32,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Image→text and text→image Recall@k (fraction of queries whose paired item ranks within k)
+    and mean rank (1 = first) over paired (image, report) samples, each with a bootstrap CI
+    clustered by patient. Returns the summary (engine shape) and a per-query table."""
+    from medimg_bench.metrics.stats import bootstrap_ci
+    from medimg_bench.models.encoders import prepare_images
+
+    info = model.info
+    img, txt, ids, pats = [], [], [], []
+    pmap = dict(zip(dataset.manifest["id"].astype(str), dataset.manifest["patient_id"].astype(str))) \
+        if "patient_id" in dataset.manifest.columns else {}
+    for i in range(len(dataset)):
+        s = dataset[i]
+        image = s["image"][0] if isinstance(s["image"], list) else s["image"]
+        x = prepare_images(torch.as_tensor(image)[None].to(model.device), size=info["image_size"], mean=info["mean"],
+                           std=info["std"], channels=3)
+        img.append(model.module.encode_image(x).float().cpu())
+        txt.append(str(s[text_key]))
+        ids.append(str(s["id"]))
+        pats.append(pmap.get(str(s["id"]), str(s["id"])))
+    image_emb = torch.nn.functional.normalize(torch.cat(img), dim=1)
+    text_emb = torch.cat([model._embed_texts(txt[j:j + batch_size]).cpu() for j in range(0, len(txt), batch_size)])
+    sim = image_emb @ text_emb.T  # (N images, N texts); pair i ↔ i
+
+    def ranks(s: torch.Tensor) -> torch.Tensor:  # 1-based rank of the diagonal item in each row
+        return (s > s.diagonal()[:, None]).sum(1) + 1
+
+    r = {"i2t": ranks(sim).double(), "t2i": ranks(sim.T).double()}
+    cols: dict[str, torch.Tensor] = {}
+    for d, rr in r.items():
+        for k in ks:
+            cols[f"{d}_R@{k}"] = (rr <= k).double()
+        cols[f"{d}_mean_rank"] = rr
+    out: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples, "metrics": {}}
+    for name, v in cols.items():
+        ci = bootstrap_ci("mean", v[:, None], None, n_resamples=n_resamples, confidence=confidence,
+                          groups=pats, seed=seed)
+        val, lo, hi = (float(np.atleast_1d(t)[0]) for t in (ci.estimate, ci.low, ci.high))
+        out["metrics"][name] = {"kind": "per_sample", "higher_is_better": not name.endswith("mean_rank"),
+                                "per_class": {}, "mean": {"value": round(val, 6), "ci_low": _r(lo), "ci_high": _r(hi)}}
+    out.update(n_samples=len(ids), n_failed=0, failed_ids=[])
+    samples = pd.DataFrame({"id": ids, "patient_id": pats, "status": "ok",
+                            **{k: v.numpy() for k, v in cols.items()}})
+    return out, samples
+
+
+def _r(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 6)
+
+
+# -- writing and aggregating ----------------------------------------------------------------------
+def _seed_stats(values: Sequence[float], confidence: float) -> dict[str, Any]:
+    """Mean, standard deviation (ddof=1) and a Student-t CI of the mean over seeds."""
+    v = np.asarray([x for x in values if x is not None and not math.isnan(x)], dtype=float)
+    if len(v) == 0:
+        return {"value": None, "std": None, "ci_low": None, "ci_high": None, "n_seeds": 0}
+    mean = float(v.mean())
+    if len(v) < 2:
+        return {"value": round(mean, 6), "std": None, "ci_low": None, "ci_high": None, "n_seeds": 1}
+    from scipy import stats
+
+    sd = float(v.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(v) - 1)) * sd / math.sqrt(len(v))
+    return {"value": round(mean, 6), "std": round(sd, 6), "ci_low": round(mean - half, 6),
+            "ci_high": round(mean + half, 6), "n_seeds": int(len(v))}
+
+
+def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: Mapping[int, Any],
+           extra: Mapping[str, Any], seconds: float) -> Any:
+    from medimg_bench.engine.distributed import is_main_process
+    from medimg_bench.engine.results import Results, redact_secrets
+
+    seeds = list(per_seed)
+    conf = float((c.get("bootstrap") or {}).get("confidence", 0.95))
+    if len(seeds) == 1:
+        summary = dict(per_seed[seeds[0]]["summary"])
+    else:  # the mean over seeds; each seed's own CI stays in seeds/<seed>/summary.json
+        first = per_seed[seeds[0]]["summary"]
+        summary = {"confidence": conf, "n_resamples": first.get("n_resamples"), "metrics": {},
+                   "n_samples": first.get("n_samples"), "n_failed": first.get("n_failed"),
+                   "failed_ids": first.get("failed_ids", [])}
+        for name, m in first["metrics"].items():
+            vals = [per_seed[s]["summary"]["metrics"][name].get("mean", {}).get("value") for s in seeds]
+            entry = {"kind": m.get("kind"), "higher_is_better": m.get("higher_is_better"), "per_class": {},
+                     "mean": _seed_stats(vals, conf), "over": "seeds"}
+            for cname in m.get("per_class", {}):
+                key = "value" if "value" in m["per_class"][cname] else "mean"
+                cv = [per_seed[s]["summary"]["metrics"][name]["per_class"][cname].get(key) for s in seeds]
+                st = _seed_stats(cv, conf)
+                entry["per_class"][cname] = {key: st["value"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
+                                             "std": st["std"]}
+            summary["metrics"][name] = entry
+    summary["protocol"] = {"name": p["name"], "seeds": seeds, "options": dict(p.get("options") or {}),
+                           "per_seed": {str(s): {n: m.get("mean", {}).get("value")
+                                                 for n, m in r["summary"]["metrics"].items()}
+                                        for s, r in per_seed.items()},
+                           "info": {str(s): _jsonable(r["info"]) for s, r in per_seed.items()}}
+    if extra.get("embeddings"):
+        summary["protocol"]["embeddings"] = extra["embeddings"]
+    samples = pd.concat([r["samples"].assign(seed=s) for s, r in per_seed.items()], ignore_index=True)
+    manifest = {"name": f"{p['name']}/{c['dataset']['name']}", "protocol": p["name"], "seeds": seeds,
+                "wall_time_s": round(seconds, 3), "world_size": 1}
+    results = Results(name=manifest["name"], task=None, samples=samples, summary=summary, manifest=manifest)
+    if is_main_process():
+        config = redact_secrets(dict(c))
+        results.save(run_dir, config=config, plots=False)
+        for s, r in per_seed.items():
+            d = run_dir / "seeds" / str(s)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "summary.json").write_text(json.dumps(_jsonable({**r["summary"], "info": r["info"]}), indent=2))
+        _print(results)
+    return results
+
+
+def _print(results: Any) -> None:
+    p = results.summary["protocol"]
+    print(f"protocol {p['name']} seeds {p['seeds']} ({results.name})")
+    for name, m in results.summary["metrics"].items():
+        mean = m.get("mean") or {}
+        extra = f" ± {mean['std']:.4f} (sd over seeds)" if mean.get("std") is not None else ""
+        print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
+
+
+def _jsonable(o: Any) -> Any:
+    from medimg_bench.engine.results import _jsonable as j
+
+    return j(o)
+
+
+def aggregate_seeds(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """One row per (configuration minus seed) × metric over protocol run directories: ``mean``,
+    ``std`` (ddof=1), Student-t ``ci_low``/``ci_high`` over seeds, ``n_seeds``, ``seeds``,
+    plus ``protocol``, ``model``, ``dataset`` and ``config`` (the JSON the runs were grouped by).
+    A run holding several seeds itself contributes each of its seeds."""
+    rows: dict[str, dict[str, Any]] = {}
+    for d in map(Path, run_dirs):
+        summary_path, manifest_path = d / "summary.json", d / "manifest.json"
+        if not summary_path.exists() or not manifest_path.exists():
+            raise ValueError(f"{d}: not a run directory (summary.json and manifest.json needed)")
+        summary = json.loads(summary_path.read_text())
+        manifest = json.loads(manifest_path.read_text())
+        config = dict(manifest.get("config") or {})
+        for k in ("seed", "output_dir", "run_name", "resume", "overwrite", "progress"):
+            config.pop(k, None)
+        if isinstance(config.get("protocol"), dict):
+            config["protocol"] = {k: v for k, v in config["protocol"].items() if k != "seeds"}
+        key = json.dumps(config, sort_keys=True, default=str)
+        per_seed = (summary.get("protocol") or {}).get("per_seed")
+        if not per_seed:
+            per_seed = {str((manifest.get("config") or {}).get("seed", 0)):
+                        {n: m.get("mean", {}).get("value") for n, m in summary.get("metrics", {}).items()}}
+        g = rows.setdefault(key, {"config": config, "values": {}})
+        for s, metrics in per_seed.items():
+            for n, v in metrics.items():
+                g["values"].setdefault(n, {})[int(s)] = v
+    out = []
+    conf = 0.95
+    for key, g in rows.items():
+        cfg = g["config"]
+        for metric, by_seed in g["values"].items():
+            st = _seed_stats(list(by_seed.values()), conf)
+            out.append({"protocol": (cfg.get("protocol") or {}).get("name"),
+                        "model": _model_key(cfg) if cfg.get("model") else None,
+                        "dataset": (cfg.get("dataset") or {}).get("name"), "metric": metric,
+                        "mean": st["value"], "std": st["std"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
+                        "n_seeds": st["n_seeds"], "seeds": ",".join(str(s) for s in sorted(by_seed)),
+                        "config": key})
+    return pd.DataFrame(out, columns=["protocol", "model", "dataset", "metric", "mean", "std", "ci_low", "ci_high",
+                                      "n_seeds", "seeds", "config"])
+
+
+def write_seed_table(multirun_dir: str | Path) -> Path:
+    """``aggregate_seeds`` over every protocol run below ``multirun_dir``, written as
+    ``seeds.parquet`` and ``seeds.md`` there; returns the Markdown path."""
+    root = Path(multirun_dir)
+    dirs = sorted({q.parent for q in root.rglob("summary.json") if (q.parent / "manifest.json").exists()})
+    table = aggregate_seeds(dirs)
+    table.to_parquet(root / "seeds.parquet", index=False)
+    shown = table.drop(columns=["config"])
+    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+    for _, r in shown.iterrows():
+        lines.append("| " + " | ".join("" if v is None or (isinstance(v, float) and math.isnan(v))
+                                       else (f"{v:.4f}" if isinstance(v, float) else str(v)) for v in r) + " |")
+    md = root / "seeds.md"
+    md.write_text(f"# Seeds of {root}\n\n" + "\n".join(lines) + "\n")
+    return md
