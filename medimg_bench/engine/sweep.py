@@ -7,7 +7,9 @@ writes ``sweep.parquet`` and ``sweep.md`` in that folder (or ``--out``). Columns
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
 ``n_failed``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
-secrets redacted), then ``run_dir``.
+secrets redacted), then ``run_dir``. For foundation-model protocol runs the seed table of
+:func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
+(``seeds.parquet`` / ``seeds.md``).
 """
 
 from __future__ import annotations
@@ -108,7 +110,17 @@ def write_sweep(multirun_dir: str | Path, *, out: str | Path | None = None) -> t
     out_dir.mkdir(parents=True, exist_ok=True)
     pq, md = out_dir / "sweep.parquet", out_dir / "sweep.md"
     table.to_parquet(pq, index=False)
-    md.write_text(f"# Sweep {Path(multirun_dir)}\n\n{len(table)} runs.\n\n" + _markdown(table))
+    text = f"# Sweep {Path(multirun_dir)}\n\n{len(table)} runs.\n\n" + _markdown(table)
+    if any(json.loads(c).get("protocol") for c in table["config"]):
+        # protocol runs: also the mean/std/CI over seeds (medimg_bench.protocols.aggregate_seeds)
+        try:
+            from medimg_bench.protocols import write_seed_table
+        except ImportError:  # pragma: no cover - protocols not installed
+            write_seed_table = None
+        if write_seed_table is not None:
+            seeds_md = write_seed_table(multirun_dir)
+            text += f"\nOver seeds (protocol runs): see `{Path(seeds_md).name}` and `seeds.parquet`.\n"
+    md.write_text(text)
     return pq, md
 
 
