@@ -160,7 +160,7 @@ class ClipZeroShot(ModelAdapter):
         with torch.inference_mode():
             img = self.module.encode_image(x).float()
         img = img / img.norm(dim=-1, keepdim=True)
-        scale = float(self.module.logit_scale.exp()) if hasattr(self.module, "logit_scale") else 100.0
+        scale = float(self.module.logit_scale.detach().exp()) if hasattr(self.module, "logit_scale") else 100.0
         return scale * img @ self.class_weights()
 
     def predict(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:

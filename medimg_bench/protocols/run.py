@@ -296,7 +296,8 @@ def retrieval_scores(
     seed: int = 0, text_key: str = "report", batch_size: int = 32,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Image→text and text→image Recall@k (fraction of queries whose paired item ranks within k)
-    and mean rank (1 = first) over paired (image, report) samples, each with a bootstrap CI
+    and mean rank (1 = first; ties with the paired item count against it) over paired
+    (image, report) samples, each with a bootstrap CI
     clustered by patient. Returns the summary (engine shape) and a per-query table."""
     from medimg_bench.metrics.stats import bootstrap_ci
     from medimg_bench.models.encoders import prepare_images
@@ -318,8 +319,10 @@ def retrieval_scores(
     text_emb = torch.cat([model._embed_texts(txt[j:j + batch_size]).cpu() for j in range(0, len(txt), batch_size)])
     sim = image_emb @ text_emb.T  # (N images, N texts); pair i ↔ i
 
-    def ranks(s: torch.Tensor) -> torch.Tensor:  # 1-based rank of the diagonal item in each row
-        return (s > s.diagonal()[:, None]).sum(1) + 1
+    def ranks(s: torch.Tensor) -> torch.Tensor:
+        # 1-based rank of the paired (diagonal) item in each row; ties count against it, so a
+        # model scoring everything alike ranks last, not first
+        return (s >= s.diagonal()[:, None]).sum(1)
 
     r = {"i2t": ranks(sim).double(), "t2i": ranks(sim.T).double()}
     cols: dict[str, torch.Tensor] = {}
