@@ -90,3 +90,25 @@ def test_slurm_launcher_config_and_its_checks():
     assert lc.gpus_per_task == 1 and lc.tasks_per_node == 1 and lc.array_parallelism >= 1
     assert {"partition", "cpus_per_task", "mem_gb", "timeout_min"} <= set(lc)
     assert compose_config(["seed=3"]).seed == 3  # Hydra state left usable
+
+
+def test_sweep_table_of_protocol_runs_adds_the_seed_table(tmp_path):
+    from medimg_bench.engine.sweep import write_sweep
+
+    for job, (seed, value) in enumerate([(0, 0.8), (1, 0.9)]):
+        d = tmp_path / str(job)
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "overrides.yaml").write_text(f"- seed={seed}\n- +api_key=sk-test-123\n")
+        config = {"seed": seed, "protocol": {"name": "linear_probe"}, "model": {"name": "m"},
+                  "dataset": {"name": "d"}, "api_key": "***"}
+        (d / "manifest.json").write_text(json.dumps({"config": config, "wall_time_s": 1.0}))
+        (d / "summary.json").write_text(json.dumps(
+            {"metrics": {"auroc": {"mean": {"value": value, "ci_low": None, "ci_high": None}}},
+             "n_samples": 10, "n_failed": 0}))
+    pq, md = write_sweep(tmp_path)
+    table = pd.read_parquet(pq)
+    assert table["seed"].tolist() == [0, 1] and table["auroc"].tolist() == [0.8, 0.9]
+    assert "sk-test-123" not in md.read_text()
+    assert not table.astype(str).apply(lambda col: col.str.contains("sk-test-123")).any().any()
+    assert table["api_key"].tolist() == ["***", "***"]
+    assert (tmp_path / "seeds.md").exists() and "seeds.md" in md.read_text()
