@@ -184,3 +184,15 @@ def test_layout_mismatch_between_process_counts(tmp_path):
         Checkpoint(tmp_path / "ck", key={}).load()
     with pytest.raises(ValueError, match="other process counts"):
         Checkpoint(tmp_path / "ck", key={}, rank=0, world_size=3).load()
+
+
+def test_a_shard_resumes_its_own_part(cxr, tmp_path):
+    reference = _run(CountingModel(), cxr, None, shard="1/2")
+    ckpt = tmp_path / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _run(CountingModel(crash_at_call=2), cxr, ckpt, shard="1/2")
+    with pytest.raises(ValueError, match=r"shard: saved \[1, 2\], now \[0, 2\]"):
+        _run(CountingModel(), cxr, ckpt, shard="0/2")
+    resumed = _run(CountingModel(), cxr, ckpt, shard="1/2")
+    assert resumed.summary == reference.summary
+    pd.testing.assert_frame_equal(resumed.samples, reference.samples, check_exact=True)
