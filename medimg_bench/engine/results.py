@@ -36,7 +36,7 @@ def _column(values: Any, n: int | None = None) -> np.ndarray:
         values = values.detach().cpu().numpy()
     if isinstance(values, np.ndarray):
         values = values.reshape(-1) if values.ndim != 1 else values
-        return values.astype(object) if values.dtype.kind in "USO" else values
+        return values.astype(object) if values.dtype.kind in "US" else values
     values = list(values)
     if values and all(isinstance(v, (bool, np.bool_)) for v in values):
         return np.asarray(values, dtype=bool)
@@ -54,16 +54,17 @@ def _column(values: Any, n: int | None = None) -> np.ndarray:
 def _as_chunk(rows: Any) -> dict[str, np.ndarray]:
     """Rows (a list of dicts) or columns (a dict of equal-length sequences) → columns."""
     if isinstance(rows, Mapping):
-        cols = {str(k): _column(v) for k, v in rows.items()}
+        cols = {k if isinstance(k, str) else str(k): _column(v) for k, v in rows.items()}
     else:
         rows = list(rows)
         keys: dict[str, None] = {}
         for r in rows:
             keys.update(dict.fromkeys(r))
         cols = {k: _column([r.get(k) for r in rows]) for k in keys}
-    lengths = {k: len(v) for k, v in cols.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"per-sample record columns have different lengths: {lengths}")
+    lengths = [len(v) for v in cols.values()]
+    if lengths and min(lengths) != max(lengths):
+        raise ValueError("per-sample record columns have different lengths: "
+                         f"{ {k: len(v) for k, v in cols.items()} }")
     return cols
 
 
