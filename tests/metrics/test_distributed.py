@@ -58,7 +58,10 @@ def _worker(rank, port, queue):
         for m in metrics.values():
             m.sync()
         if rank == 0:
-            queue.put(_summaries(metrics))
+            # tensors by value: a tensor shared through a file descriptor dies with this process
+            # if it exits before the parent has read it (a race seen under load)
+            seg, auroc = _summaries(metrics)
+            queue.put(({k: (ids, v.numpy()) for k, (ids, v) in seg.items()}, auroc.numpy()))
     finally:
         dist.destroy_process_group()
 
@@ -82,6 +85,8 @@ def test_two_processes_equal_one_process():
     for p in procs:
         p.start()
     seg, auroc = queue.get(timeout=120)
+    seg = {k: (ids, torch.from_numpy(v)) for k, (ids, v) in seg.items()}
+    auroc = torch.from_numpy(auroc)
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
