@@ -131,7 +131,7 @@ def test_resume_with_other_weights_or_architecture_is_refused(tmp_path):
     first = create_model("timm", **opts)
     ckpt = tmp_path / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
-        _run(_crash_after(first, 2), ds, ckpt)
+        _run(_crash_after(first, 2), ds, ckpt, device="cpu")
     torch.manual_seed(1)  # same name, same architecture, other weights
     with pytest.raises(ValueError, match="model.weights_sha256: saved"):
         _run(create_model("timm", **opts), ds, ckpt)
@@ -139,9 +139,9 @@ def test_resume_with_other_weights_or_architecture_is_refused(tmp_path):
         torch.manual_seed(0)
         _run(create_model("timm", **opts, multilabel=False), ds, ckpt)
     torch.manual_seed(0)  # the same weights again: accepted, and equal to an uninterrupted run
-    resumed = _run(create_model("timm", **opts), ds, ckpt)
+    resumed = _run(create_model("timm", **opts), ds, ckpt, device="cpu")
     torch.manual_seed(0)
-    reference = _run(create_model("timm", **opts), ds, None)
+    reference = _run(create_model("timm", **opts), ds, None, device="cpu")
     assert resumed.summary == reference.summary
 
 

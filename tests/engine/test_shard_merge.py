@@ -13,7 +13,7 @@ from medimg_bench.engine.runner import parse_shard, shard_of
 
 CLS = ["dataset.options.n=40", "dataset.options.size=16", "model.options.model_name=resnet10t",
        "bootstrap.n_resamples=40", "progress=false", "batch_size=3", "metrics.ece={}",
-       "subgroups=[sex]", "checkpoint_every=1"]
+       "subgroups=[sex]", "checkpoint_every=1", "device=cpu"]  # CPU: batch-invariant convolutions
 
 
 def _close(a, b, path=""):
@@ -72,7 +72,7 @@ def test_segmentation_shards_merged_equal_one_run(tmp_path, monkeypatch):
     seg = ["task=segmentation", "dataset=synthetic_ct", "model=monai_unet", "metrics=segmentation",
            "dataset.options.n=4", "dataset.options.shape=[16,16,8]", "model.options.channels=[4,8]",
            "model.options.strides=[2]", "model.options.num_res_units=0", "bootstrap.n_resamples=20",
-           "progress=false", "batch_size=2"]
+           "progress=false", "batch_size=2", "device=cpu"]
     single = run(seg, run_dir=tmp_path / "single").run_dir
     shards = [run([*seg, f"shard={i}/3"], run_dir=tmp_path / f"s{i}").run_dir for i in range(3)]
     merge_runs(shards, tmp_path / "merged")
