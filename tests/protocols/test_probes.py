@@ -89,3 +89,38 @@ def test_knn_votes_are_temperature_weighted_cosine():
     w = (top.values / 0.5).exp()
     expected1 = float(w[(yt[top.indices] == 1)].sum() / w.sum())
     assert math.isclose(float(probs[0, 1]), expected1, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_closed_form_steps_equal_linear_sgd_cosine_with_autograd(multilabel):
+    """The probe's hand-written update is torch.nn.Linear + SGD(momentum, wd) + cosine LR."""
+    n, d, k, bs, steps, lr = 50, 6, 3, 16, 7, 0.3
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(n, d, generator=gen)
+    y = (torch.rand(n, k, generator=gen) > 0.5).float() if multilabel else torch.randint(0, k, (n,), generator=gen)
+    probe = train_linear_probe(x, y, x[:10], y[:10], num_classes=k, multilabel=multilabel, max_steps=steps,
+                               batch_size=bs, lr=lr, momentum=0.9, weight_decay=0.01, patience=None,
+                               val_every=1000, seed=2)
+    g = torch.Generator().manual_seed(2)
+    bound = 1 / math.sqrt(d)
+    head = torch.nn.Linear(d, k)
+    with torch.no_grad():
+        head.weight.copy_(torch.rand(k, d, generator=g) * 2 * bound - bound)
+        head.bias.copy_(torch.rand(k, generator=g) * 2 * bound - bound)
+    opt = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=0.0)
+    perm, pos = torch.randperm(n, generator=g), 0
+    for _ in range(steps):
+        if pos + bs > n:
+            perm, pos = torch.randperm(n, generator=g), 0
+        idx = perm[pos:pos + bs]
+        pos += bs
+        out = head(x[idx])
+        loss = (torch.nn.functional.binary_cross_entropy_with_logits(out, y[idx]) if multilabel
+                else torch.nn.functional.cross_entropy(out, y[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    assert torch.allclose(probe.weight, head.weight.detach(), atol=1e-5)
+    assert torch.allclose(probe.bias, head.bias.detach(), atol=1e-5)
