@@ -31,9 +31,11 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
     if name not in PROTOCOLS:
         raise ValueError(f"protocol.name={name!r}; known protocols: {list(PROTOCOLS)}")
     run_dir = Path(run_dir)
-    finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
-    if finished is not None:
-        return finished
+    unfinished = (run_dir / "seeds").is_dir() and not (run_dir / "summary.json").exists()
+    if not (c.get("resume") and unfinished):  # else: fine-tune states under seeds/<seed>/train resume
+        finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
+        if finished is not None:
+            return finished
     seeds = [int(s) for s in (p.get("seeds") or [c["seed"]])]
     start = time.perf_counter()
     fn = {"linear_probe": _probe, "knn": _probe, "few_shot": _probe, "fine_tune": _fine_tune,
