@@ -225,13 +225,19 @@ def npz_member(
         stat = path.stat()
         target = cache / f"{path.stem}-{stat.st_size}-{int(stat.st_mtime)}" / name
         if not target.exists():
+            from filelock import FileLock
+
+            from medimg_bench._fs import atomic_write
+
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f"{name}.tmp{os.getpid()}")
-            with zf.open(info) as f:
-                arr = _read_npy(f, path, key)
-            with open(tmp, "wb") as out:
-                np.save(out, arr, allow_pickle=False)
-            os.replace(tmp, target)  # atomic: concurrent workers never see a partial file
+            # one process extracts (the others wait, then find it); the rename is atomic, so
+            # no reader ever memory-maps a partial file
+            with FileLock(str(target.parent / f".{name}.lock")):
+                if not target.exists():
+                    with zf.open(info) as f:
+                        arr = _read_npy(f, path, key)
+                    with atomic_write(target) as out:
+                        np.save(out, arr, allow_pickle=False)
         return np.load(target, mmap_mode="r", allow_pickle=False)
 
 

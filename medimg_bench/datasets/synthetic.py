@@ -251,40 +251,31 @@ def _materialize(
     """Generate the phantoms once per parameter set and return (folder, manifest).
 
     Safe when many processes start at once on one cache (a Hydra multirun, a SLURM array on a
-    shared file system): the first writer holds a file lock, writes into a temporary folder and
-    renames it into place, so a reader sees either no folder or a finished one (``params.json``
-    is written last, inside the temporary folder). A writer killed half-way leaves only a
-    ``.tmp-*`` folder that no reader takes for finished; the next writer removes it.
+    shared file system): ``_fs.locked_materialize`` lets the first writer build under a file lock
+    into a temporary folder renamed into place, so a reader sees either no folder or a finished
+    one (``params.json`` is written last, inside the temporary folder). A writer killed half-way
+    leaves only a ``.tmp-*`` folder that no reader takes for finished; the next writer removes it.
     """
-    import os
-    import shutil
-    import tempfile
-
-    from filelock import FileLock
+    from medimg_bench._fs import locked_materialize
 
     key = "_".join(f"{k}{v}" for k, v in sorted(params.items())).replace(" ", "").replace(",", "x")
     folder = Path(root) if root is not None else default_cache_dir() / f"{kind}_{key}"
     wanted = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}, sort_keys=True)
 
-    def finished() -> bool:
-        stamp = folder / "params.json"
-        return stamp.exists() and stamp.read_text() == wanted and (folder / "manifest.csv").exists()
+    def finished(where: Path) -> bool:
+        stamp = where / "params.json"
+        return stamp.exists() and stamp.read_text() == wanted and (where / "manifest.csv").exists()
 
-    if not finished():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(folder.parent / f".{folder.name}.lock")):
-            if not finished():  # another process may have finished while we waited
-                for stale in folder.parent.glob(f".tmp-{folder.name}-*"):
-                    shutil.rmtree(stale, ignore_errors=True)
-                tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".tmp-{folder.name}-"))
-                try:
-                    writer(tmp, **params)
-                    (tmp / "params.json").write_text(wanted)
-                    if folder.exists():  # an older or unfinished write of the same name
-                        shutil.rmtree(folder)
-                    os.replace(tmp, folder)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+    def build(tmp: Path) -> None:
+        writer(tmp, **params)
+        (tmp / "params.json").write_text(wanted)
+
+    if root is not None and not finished(folder) and folder.is_dir() and any(folder.iterdir()) \
+            and not (folder / "params.json").exists():
+        raise ValueError(f"synthetic_{kind}: {str(folder)!r} holds files but no params.json, so it is "
+                         "not a phantom folder this toolkit wrote; refusing to replace it (pick an "
+                         "empty or new folder)")
+    locked_materialize(folder, build, is_complete=finished)
     return folder, pd.read_csv(folder / "manifest.csv", dtype={"id": str, "patient_id": str})
 
 

@@ -38,7 +38,7 @@ def test_four_processes_on_an_empty_cache_read_identical_manifests(tmp_path):
         assert p.returncode == 0, err
         outs.append(out.strip())
     assert len(set(outs)) == 1 and outs[0].startswith("60 ")
-    assert not list(tmp_path.rglob(".tmp-*"))
+    assert not list(tmp_path.rglob("*.tmp-*"))
 
 
 KILLED = textwrap.dedent(
@@ -62,6 +62,7 @@ def test_a_killed_writer_leaves_nothing_a_reader_takes_for_finished(tmp_path):
     assert r.returncode == 9, r.stderr
     finished = [p for p in tmp_path.rglob("params.json") if ".tmp-" not in str(p)]
     assert finished == []  # only a .tmp-* folder is left
+    assert [p.name.split(".tmp-")[0] for p in tmp_path.rglob("*.tmp-*")] == [".cxr_n20_seed0_size16"]
     code = (
         "import medimg_bench as mb\n"
         "ds = mb.create_dataset('synthetic_cxr', split=None, n=20, size=16, seed=0)\n"
@@ -71,6 +72,6 @@ def test_a_killed_writer_leaves_nothing_a_reader_takes_for_finished(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "20"
-    assert not list(tmp_path.rglob(".tmp-*"))  # the stale temporary folder was cleaned up
+    assert not list(tmp_path.rglob("*.tmp-*"))  # the stale temporary folder was cleaned up
     manifests = list(tmp_path.rglob("manifest.csv"))
     assert len(manifests) == 1 and len(manifests[0].read_text().splitlines()) == 21
