@@ -68,3 +68,43 @@ def test_duplicate_id_names_file_and_lines(tmp_path):
         create("csv", tmp_path, label_columns="finding")
     msg = str(err.value)
     assert "labels.csv" in msg and "duplicate id 'img/0'" in msg and "[2, 4]" in msg
+
+
+class _Brightness:
+    """A fixed 'model': class scores from the mean pixel (no weights, deterministic)."""
+
+    task = "classification"
+    name = "brightness"
+
+    def to(self, device):
+        return self
+
+    def eval(self):
+        return self
+
+    def predict(self, batch):
+        import torch
+
+        m = batch["image"].float().mean(dim=(1, 2, 3)) / 255
+        return {"probs": torch.stack([m, 1 - m], 1)}
+
+
+def test_unlabelled_rows_are_predicted_but_not_scored(tmp_path):
+    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.tasks.classification import ClassificationTask
+
+    labels = ["No finding", "", "COVID-19", "", "No finding", "", "COVID-19", "COVID-19"]
+    _layout(tmp_path, labels)
+    out = {}
+    for opt in ("skip", "unlabelled"):
+        ds = create("csv", tmp_path, label_columns="finding", on_missing_label=opt)
+        res = evaluate(_Brightness(), ds, task=ClassificationTask(multilabel=False), batch_size=3,
+                       metrics={"auroc": {}, "accuracy": {}}, progress=False, n_resamples=20)
+        assert res.summary["n_failed"] == 0
+        out[opt] = (res, {k: v["mean"]["value"] for k, v in res.summary["metrics"].items()})
+    assert out["unlabelled"][1] == out["skip"][1]  # the blank rows change no metric
+    assert out["skip"][1]["auroc"] == pytest.approx(5 / 6)  # hand-computed on the 5 labelled rows
+    samples = out["unlabelled"][0].samples
+    assert samples["id"].nunique() == 8  # ... but every row is predicted and kept
+    blank = samples[samples["id"].isin(["img/1", "img/3", "img/5"])]
+    assert len(blank) == 6 and blank["label"].isna().all() and blank["score"].notna().all()
