@@ -10,6 +10,9 @@ TINY = {
     "timm": dict(model_name="resnet10t", num_classes=3, in_channels=1),
     "monai_unet": dict(num_classes=3, channels=(4, 8), strides=(2,), num_res_units=0),
     "monai_net": dict(net="SegResNet", num_classes=3, spatial_dims=3, init_filters=8, blocks_down=(1, 1), blocks_up=(1,), divisor=2),
+    "clip": dict(classes=["a", "b", "c"], model_cfg={  # a tiny random open_clip CLIP (zero-shot)
+        "embed_dim": 16, "vision_cfg": {"layers": 1, "width": 32, "patch_size": 8, "image_size": 32, "head_width": 16},
+        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}),
 }
 
 
