@@ -110,13 +110,20 @@ def _select(labels: Any, obs: Sequence[str]) -> np.ndarray:
 
 
 def factuality_scores(
-    generated: Sequence[str], references: Sequence[str], *, uncertain: str = "positive"
+    generated: Sequence[str],
+    references: Sequence[str],
+    *,
+    uncertain: str = "positive",
+    labeler: Any = None,
 ) -> dict[str, float]:
     """``chexpert_5_micro_f1``, ``chexpert_5_macro_f1``, ``chexpert_14_micro_f1`` and
-    ``chexpert_14_macro_f1`` of generated vs reference reports, labelled offline."""
+    ``chexpert_14_macro_f1`` of generated vs reference reports. ``labeler``: texts → label
+    DataFrame; default the offline :func:`label_reports`, or e.g.
+    ``functools.partial(chexbert_label_reports, checkpoint=..., bert_path=...)`` for CheXbert."""
     if len(generated) != len(references):
         raise ValueError(f"{len(generated)} generated reports but {len(references)} references")
-    g, r = label_reports(generated), label_reports(references)
+    labeler = labeler or label_reports
+    g, r = labeler(list(generated)), labeler(list(references))
     return {
         f"chexpert_{n}_{avg}_f1": chexpert_f1(g, r, observations=n, average=avg, uncertain=uncertain)
         for n in ("5", "14")
