@@ -69,11 +69,36 @@ def _synthetic_ct(root: Path) -> tuple[object, Path]:
     return ds, ds.resolve(ds.manifest["mask"].iloc[0])
 
 
+def _brats(root: Path) -> tuple[object, Path]:
+    case = root / "BraTS2021_00000"
+    for i, mod in enumerate(("t1", "t1ce", "t2", "flair")):
+        _save(case / f"BraTS2021_00000_{mod}.nii.gz",
+              np.random.default_rng(i).normal(size=SHAPE).astype(np.float32), _affine())
+    _save(case / "BraTS2021_00000_seg.nii.gz", _labels(), _affine())
+    return create("brats", root), case / "BraTS2021_00000_seg.nii.gz"
+
+
+def _kits23(root: Path) -> tuple[object, Path]:
+    case = root / "dataset" / "case_00000"
+    _pair(case, "imaging.nii.gz", "segmentation.nii.gz")
+    (root / "dataset" / "kits.json").write_text(json.dumps([{"case_id": "case_00000"}]))
+    return create("kits23", root), case / "segmentation.nii.gz"
+
+
+def _totalsegmentator(root: Path) -> tuple[object, Path]:
+    _pair(root / "s0001", "ct.nii.gz", "segmentations/liver.nii.gz")  # one structure: 0/1/2 → >0
+    (root / "meta.csv").write_text("image_id;split\ns0001;test\n")
+    return create("totalsegmentator", root), root / "s0001/segmentations/liver.nii.gz"
+
+
 LOADERS: dict[str, Callable[[Path], tuple[object, Path]]] = {
     "nifti_pairs": _nifti_pairs,
     "msd": _msd,
     "csv/TableDataset(mask_column=...)": _table,
     "synthetic_ct": _synthetic_ct,
+    "brats": _brats,
+    "kits23": _kits23,
+    "totalsegmentator": _totalsegmentator,
 }
 
 
@@ -104,7 +129,9 @@ def test_flipped_mask_is_reoriented_and_shifted_mask_fails_naming_both_files(tmp
     with pytest.raises(SampleError) as err:
         ds[0]
     msg = str(err.value)
-    assert "not on the image grid" in msg and str(mask_path) in msg
+    # TotalSegmentator's mask is its folder of structure files (one affine, checked): named so
+    named = mask_path.parent if loader == "totalsegmentator" else mask_path
+    assert "not on the image grid" in msg and str(named) in msg
     image_path = str(ds.resolve(ds.manifest["image"].iloc[0])) if isinstance(
         ds.manifest["image"].iloc[0], str) else ""
     assert image_path in msg and "affine" in msg
@@ -152,3 +179,28 @@ def test_mask_errors_are_tagged_as_target_failures(tmp_path, loader):
     ds, mask_path = LOADERS[loader](tmp_path / "again")
     _rewrite(mask_path, "shifted")
     assert _SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
+
+
+# loaders that yield masks through the same code as a covered one (checked below, not assumed)
+SAME_MASK_PATH = {"verse": "VerSeDataset"}
+# masks with no geometry of their own to disagree with the image's
+NO_MASK_GEOMETRY = {
+    "siim_pneumothorax": "RLE strings decoded onto the DICOM's own pixel grid",
+    "synthetic_cxr": "2D PNG masks: no affine; the shape is checked against the image",
+}
+
+
+def test_every_dataset_that_yields_masks_is_covered():
+    from medimg_bench.datasets import _volumetric_utils, volumetric
+    from medimg_bench.registry import DATASETS
+
+    with_masks = set(DATASETS.list(tag="segmentation")) | set(NO_MASK_GEOMETRY)
+    covered = {name.split("/")[0] for name in LOADERS} | set(SAME_MASK_PATH) | set(NO_MASK_GEOMETRY)
+    missing = sorted(with_masks - covered)
+    assert not missing, f"add a layout to LOADERS for {missing} (flipped + shifted mask cases)"
+    for name, cls_name in SAME_MASK_PATH.items():
+        cls = getattr(volumetric, cls_name)
+        assert issubclass(cls, _volumetric_utils.VolumeDataset), name
+        for method in ("load_arrays", "read_mask"):  # the grid rule is applied in these
+            assert getattr(cls, method) is getattr(_volumetric_utils.VolumeDataset, method), (
+                f"{name} overrides {method}: give it its own entry in LOADERS")
