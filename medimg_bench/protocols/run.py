@@ -31,6 +31,15 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
     if name not in PROTOCOLS:
         raise ValueError(f"protocol.name={name!r}; known protocols: {list(PROTOCOLS)}")
     run_dir = Path(run_dir)
+    from medimg_bench.engine.distributed import maybe_init_distributed
+
+    _, world = maybe_init_distributed()  # under torchrun: DDP fine-tuning, rank 0 writes
+    if world > 1:
+        import torch.distributed as dist
+
+        box = [str(run_dir)]
+        dist.broadcast_object_list(box, src=0)
+        run_dir = Path(box[0])
     unfinished = (run_dir / "seeds").is_dir() and not (run_dir / "summary.json").exists()
     if not (c.get("resume") and unfinished):  # else: fine-tune states under seeds/<seed>/train resume
         finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
@@ -74,9 +83,13 @@ def _multilabel(c: Mapping[str, Any]) -> bool:
 
 
 def _device(c: Mapping[str, Any]) -> torch.device:
+    from medimg_bench.engine.distributed import world
     from medimg_bench.engine.runner import resolve_device
 
-    return torch.device(resolve_device(c.get("device")))
+    dev = torch.device(resolve_device(c.get("device")))
+    if world()[1] > 1 and dev.type == "cuda" and dev.index is None:  # one GPU per rank
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
 
 
 def _score(c: Mapping[str, Any], probs: torch.Tensor, y: torch.Tensor, ids: Sequence[str],
@@ -400,7 +413,7 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
         summary["protocol"]["embeddings"] = extra["embeddings"]
     samples = pd.concat([r["samples"].assign(seed=s) for s, r in per_seed.items()], ignore_index=True)
     manifest = {"name": f"{p['name']}/{c['dataset']['name']}", "protocol": p["name"], "seeds": seeds,
-                "wall_time_s": round(seconds, 3), "world_size": 1}
+                "wall_time_s": round(seconds, 3), "world_size": _world_size()}
     results = Results(name=manifest["name"], task=None, samples=samples, summary=summary, manifest=manifest)
     if is_main_process():
         config = redact_secrets(dict(c))
@@ -485,3 +498,9 @@ def write_seed_table(multirun_dir: str | Path) -> Path:
     md = root / "seeds.md"
     md.write_text(f"# Seeds of {root}\n\n" + "\n".join(lines) + "\n")
     return md
+
+
+def _world_size() -> int:
+    from medimg_bench.engine.distributed import world
+
+    return world()[1]
