@@ -63,3 +63,19 @@ def test_missing_local_weights_name_path_and_option(tmp_path):
         build_encoder({"name": "timm", "options": {"model_name": "resnet10t", "checkpoint": str(missing)}})
     with pytest.raises(FileNotFoundError, match=r"model.options.path=.*nope"):
         build_encoder({"name": "hf_vision", "options": {"path": str(tmp_path / "nope")}})
+
+
+def test_monai_and_local_hf_vision_encoders(tmp_path):
+    monai = build_encoder({"name": "monai_encoder", "options": {
+        "network": "DenseNet", "kwargs": {"out_channels": 2, "init_features": 4, "growth_rate": 4,
+                                          "block_config": [1, 1], "bn_size": 2}}}, in_channels=1)
+    assert monai.encode(torch.rand(2, 1, 32, 32)).shape[0] == 2
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                                 image_size=32, patch_size=8, num_channels=3)
+    torch.manual_seed(0)
+    transformers.ViTModel(cfg).save_pretrained(tmp_path / "vit")
+    hf = build_encoder({"name": "hf_vision", "options": {"path": str(tmp_path / "vit"), "image_size": 32}})
+    out = hf.encode(torch.rand(3, 1, 40, 40))  # grey → RGB, resized to 32
+    assert out.shape == (3, 16) and torch.isfinite(out).all()
+    assert hf.identity()["preprocess"]["size"] == 32
