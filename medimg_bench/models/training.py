@@ -96,7 +96,9 @@ def fit(
         raise ValueError("fit(): the training dataset is empty")
     from medimg_bench.datasets.check import SkipErrors, skip_collate
 
-    if deterministic:
+    previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+                torch.backends.cudnn.benchmark)
+    if deterministic:  # restored when fit returns
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
     torch.manual_seed(seed)
@@ -181,6 +183,8 @@ def fit(
         model.module = inner
         if bar is not None:
             bar.close()
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+        torch.backends.cudnn.benchmark = previous[2]
     if val_fn is not None and restore_best and state.best_state is not None:
         inner.load_state_dict(state.best_state)
     if bn_recalibration_batches and not (val_fn is not None and restore_best):

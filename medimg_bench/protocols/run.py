@@ -217,9 +217,13 @@ def _fine_tune(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: P
     bs = int(c.get("batch_size", 16))
 
     def val_fn(m: Any) -> float:
-        loader = torch.utils.data.DataLoader(val, batch_size=bs, collate_fn=_collate())
+        from medimg_bench.datasets.check import SkipErrors, skip_collate
+
+        loader = torch.utils.data.DataLoader(SkipErrors(val), batch_size=bs, collate_fn=skip_collate)
         ps, ys = [], []
         for b in loader:
+            if b is None:  # unreadable validation samples are skipped (logged)
+                continue
             ps.append(m.predict(b)["probs"].float().cpu())
             ys.append(torch.as_tensor(b["label"]).float())
         y = torch.cat(ys)
@@ -247,12 +251,6 @@ def _fine_tune(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: P
     info = {"label_fraction": float(o.get("label_fraction", 1.0)), "n_train": len(sub), "steps": tr.steps,
             "best_step": tr.best_step, "best_val": tr.best_val, "final_loss": tr.final_loss}
     return {"summary": res.summary, "samples": res.samples, "info": info}
-
-
-def _collate() -> Any:
-    from medimg_bench.sample import collate
-
-    return collate
 
 
 def _manifest_labels(ds: Any, classes: Sequence[str], multilabel: bool) -> np.ndarray:

@@ -66,3 +66,29 @@ def test_cli_sweep_two_protocols_three_seeds_one_table(tmp_path, synthetic_root)
     assert "linear_probe" in md.read_text()
     direct = aggregate_seeds(sorted((out / "sweep").glob("[0-9]*")))
     assert len(direct) == len(table)
+
+
+def test_fine_tune_run_resumes_to_the_same_result(tmp_path, cache_env, monkeypatch):
+    from medimg_bench.tasks.classification import ClassificationTask
+
+    over = ["protocol=fine_tune", "protocol.options.max_steps=8", "protocol.options.val_every=2",
+            "protocol.options.checkpoint_every=2", "protocol.options.batch_size=8", "protocol.options.amp=false",
+            *FAST]
+    full = run_protocol(compose_config(over), tmp_path / "full")
+    real, calls = ClassificationTask.loss, {"n": 0}
+
+    def killed_at_step_6(self, logits, batch):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt("simulated kill")
+        return real(self, logits, batch)
+
+    monkeypatch.setattr(ClassificationTask, "loss", killed_at_step_6)
+    with pytest.raises(KeyboardInterrupt):
+        run_protocol(compose_config(over), tmp_path / "cut")
+    monkeypatch.setattr(ClassificationTask, "loss", real)
+    assert (tmp_path / "cut" / "seeds" / "0" / "train" / "train_state.pt").exists()
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    resumed = run_protocol(compose_config([*over, f"resume={tmp_path / 'cut'}"]), tmp_path / "cut")
+    assert resumed.summary["metrics"] == full.summary["metrics"]
+    assert resumed.summary["protocol"]["info"]["0"]["best_step"] == full.summary["protocol"]["info"]["0"]["best_step"]

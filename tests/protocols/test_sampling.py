@@ -24,7 +24,7 @@ def cohorts(draw):
     return labels, patients
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(cohorts(), st.integers(0, 10_000), st.integers(1, 3))
 def test_few_shot_is_patient_disjoint_and_reproducible(cohort, seed, k):
     labels, patients = cohort
@@ -40,7 +40,7 @@ def test_few_shot_is_patient_disjoint_and_reproducible(cohort, seed, k):
     assert np.array_equal(idx, few_shot_indices(labels, patients, k=k, classes=CLASSES, seed=seed))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(cohorts(), st.integers(0, 10_000), st.sampled_from([0.1, 0.3, 0.5, 1.0]))
 def test_fraction_keeps_whole_patients_and_is_reproducible(cohort, seed, fraction):
     labels, patients = cohort
