@@ -394,6 +394,8 @@ def evaluate(
     summary = summarize(
         metric_objs, samples, patients=patients, n_resamples=n_resamples, confidence=confidence, seed=seed
     )
+    if getattr(dataset, "dropped", None):  # rows the loader dropped on request, by reason
+        summary["n_dropped"] = dict(dataset.dropped)
     subgroup_map: dict[str, dict[str, str]] = {}
     if subgroups:
         from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
@@ -425,6 +427,7 @@ def evaluate(
             "n_samples": len(dataset),
             "fingerprint": dataset.fingerprint() if hasattr(dataset, "fingerprint") else None,
             "classes": list(classes) if classes else None,
+            "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },
         "device": _device_name(dev),
         "amp": amp,

@@ -108,3 +108,15 @@ def test_unlabelled_rows_are_predicted_but_not_scored(tmp_path):
     assert samples["id"].nunique() == 8  # ... but every row is predicted and kept
     blank = samples[samples["id"].isin(["img/1", "img/3", "img/5"])]
     assert len(blank) == 6 and blank["label"].isna().all() and blank["score"].notna().all()
+
+
+def test_skipped_rows_are_counted_in_the_run_summary(tmp_path):
+    import medimg_bench as mb
+
+    _layout(tmp_path, LABELS)
+    ds = create("csv", tmp_path, label_columns="finding", on_missing_label="skip")
+    model = mb.create_model("timm", model_name="resnet10t", num_classes=2, in_channels=1)
+    res = mb.evaluate(model, ds, task="classification", metrics={"accuracy": {}}, progress=False,
+                      n_resamples=10)
+    assert res.summary["n_dropped"] == {"missing_label": 3}
+    assert res.manifest["dataset"]["dropped"] == {"missing_label": 3}
