@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.registry import register_task
+from medimg_bench.tasks._generative import sample_images
 from medimg_bench.tasks.base import Task
 
 __all__ = ["ReportGenerationTask"]
@@ -18,14 +19,6 @@ DEFAULT_PROMPT = (
     "You are a radiologist. Write the findings section of the radiology report for this chest "
     "X-ray in a few sentences."
 )
-
-
-def _images_of(batch: dict[str, Any], i: int) -> list[Any]:
-    image = batch.get("image")
-    if image is None:
-        return []
-    one = image[i]
-    return list(one) if isinstance(one, (list, tuple)) else [one]
 
 
 @register_task("report_generation", tags=("report", "generative"))
@@ -69,7 +62,7 @@ class ReportGenerationTask(Task):
         if self.max_new_tokens is not None:
             settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
         requests = [
-            GenerationRequest(images=_images_of(batch, i), user=self.prompt, system=self.system,
+            GenerationRequest(images=sample_images(batch, i), user=self.prompt, system=self.system,
                               settings=settings, sample_id=str(sid))
             for i, sid in enumerate(batch["id"])
         ]

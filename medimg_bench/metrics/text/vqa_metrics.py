@@ -1,0 +1,78 @@
+"""The stateful VQA metric for the engine: ``vqa`` keeps one scored answer per question and gives
+per-question columns whose means (with the patient/image-clustered bootstrap CI of the summary)
+are ``accuracy``, ``accuracy_closed``, ``accuracy_open``, ``accuracy_mcq``, ``unparsed_rate``
+and, for open questions, ``exact_match``, ``token_recall``, ``token_f1``, ``bleu1``; with
+CircularEval also ``accuracy_circular``. A column is NaN for questions it does not cover."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from medimg_bench.metrics.base import Metric
+from medimg_bench.registry import register_metric
+
+__all__ = ["VQAScores", "VQA_COLUMNS"]
+
+VQA_COLUMNS = ("accuracy", "accuracy_closed", "accuracy_open", "accuracy_mcq", "accuracy_circular",
+               "unparsed_rate", "exact_match", "token_recall", "token_f1", "bleu1")
+
+
+@register_metric("vqa", tags=("vqa", "text"))
+class VQAScores(Metric):
+    """``update(scored, answer_types)``: ``scored`` is a list of dicts from
+    :func:`~medimg_bench.metrics.text.vqa.score_vqa_answer` (plus ``circular_correct`` when
+    CircularEval ran), ``answer_types`` the questions' ``closed`` / ``open`` / ``mcq``."""
+
+    name = "vqa"
+    per_sample = True
+    higher_is_better = True
+    input_kind = "text"
+
+    def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
+        super().__init__(class_names=None)
+        self.add_state("rows", [], dist_reduce_fx="cat")
+
+    def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
+        if isinstance(preds, Mapping) or isinstance(targets, str):
+            raise ValueError(f"{self.name}: expected a list of scored answers and a list of answer types")
+        if len(preds) != len(targets):
+            raise ValueError(f"{self.name}: {len(preds)} scored answers but {len(targets)} answer types")
+        rows = []
+        nan = float("nan")
+        for s, kind in zip(preds, targets):
+            if kind not in ("closed", "open", "mcq"):
+                raise ValueError(f"{self.name}: unknown answer type {kind!r}")
+            c = float(s["correct"])
+            rows.append([
+                c,
+                c if kind == "closed" else nan,
+                c if kind == "open" else nan,
+                c if kind == "mcq" else nan,
+                float(s.get("circular_correct", nan)),
+                float(s["unparsed"]),
+                float(s.get("exact", nan)), float(s.get("recall", nan)),
+                float(s.get("f1", nan)), float(s.get("bleu1", nan)),
+            ])
+        self._add_ids(ids, len(rows))
+        self.rows.append(torch.tensor(rows, dtype=torch.float64).reshape(-1, len(VQA_COLUMNS)))
+
+    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
+        table = torch.cat(self.rows) if self.rows else torch.empty(0, len(VQA_COLUMNS), dtype=torch.float64)
+        ids = list(self.ids)
+        out = {}
+        for j, col in enumerate(VQA_COLUMNS):
+            values = table[:, j : j + 1]
+            if values.numel() and bool(values.isnan().all()):
+                continue  # a column no question covers (e.g. no open questions) is left out
+            out[col] = (ids, values)
+        return out
+
+    def values(self) -> tuple[list[str], torch.Tensor]:
+        table = torch.cat(self.rows) if self.rows else torch.empty(0, len(VQA_COLUMNS), dtype=torch.float64)
+        return list(self.ids), table
+
+    def compute(self) -> torch.Tensor:
+        return self.values()[1].nanmean(0)

@@ -1,0 +1,37 @@
+"""Helpers shared by the generative tasks (vqa, report_generation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["sample_images", "as_uint8"]
+
+
+def as_uint8(image: Any) -> Any:
+    """An image for a vision-language model: float tensors/arrays in [0, 1] (the loaders'
+    convention) become ``uint8`` 0–255 at the same resolution, channel-first kept; anything else
+    (uint8, PIL) is passed as is (the adapters convert it)."""
+    try:
+        import torch
+
+        if isinstance(image, torch.Tensor):
+            image = image.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(image, np.ndarray) and image.dtype.kind == "f" and image.size:
+        lo, hi = float(np.nanmin(image)), float(np.nanmax(image))
+        if lo >= 0.0 and hi <= 1.0 + 1e-6:
+            return np.clip(np.rint(image * 255.0), 0, 255).astype(np.uint8)
+    return image
+
+
+def sample_images(batch: dict[str, Any], i: int) -> list[Any]:
+    """The images of sample ``i`` of a collated batch, as a list (several for multi-image or
+    multi-view samples; empty for text-only ones)."""
+    image = batch.get("image")
+    if image is None:
+        return []
+    one = image[i]
+    return [as_uint8(x) for x in (list(one) if isinstance(one, (list, tuple)) else [one])]

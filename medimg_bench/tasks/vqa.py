@@ -1,0 +1,145 @@
+"""Visual question answering with generative adapters, scored strictly: the answer is extracted
+by the documented cascade of :mod:`medimg_bench.metrics.text.vqa`, never guessed."""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from medimg_bench.registry import register_task
+from medimg_bench.tasks._generative import sample_images
+from medimg_bench.tasks.base import Task
+
+__all__ = ["VQATask", "PROFILES"]
+
+#: scoring profiles built; see docs/vlm.md
+PROFILES = ("medimg_bench",)
+
+DEFAULT_PROMPTS = {
+    "closed": "<image>\n{question}\nAnswer with yes or no.",
+    "open": "<image>\n{question}\nAnswer with a single word or phrase.",
+    "mcq": "<image>\n{question}\n{options}\nAnswer with the option's letter from the given choices directly.",
+}
+_FIELDS = {"question", "options"}
+
+
+def _check_template(kind: str, template: str) -> str:
+    names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    unknown = names - _FIELDS
+    if unknown:
+        raise ValueError(f"vqa: the {kind} prompt template has unknown placeholder(s) "
+                         f"{sorted(unknown)}; allowed: {sorted(_FIELDS)}")
+    return template
+
+
+@register_task("vqa", tags=("vqa", "generative"))
+class VQATask(Task):
+    """Prompts a generative adapter with each question (options listed as "A. …" for multiple
+    choice) and scores the answer. Options: ``scoring`` (profile name or config dict; only
+    ``medimg_bench`` is built), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
+    ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
+    ``max_new_tokens``, ``circular`` (CircularEval for multiple choice)."""
+
+    name = "vqa"
+    default_metrics = {"vqa": {}}
+
+    def __init__(
+        self,
+        *,
+        scoring: str | Mapping[str, Any] | None = "medimg_bench",
+        prompts: Mapping[str, str] | None = None,
+        system: str | None = None,
+        max_new_tokens: int | None = 64,
+        circular: bool = False,
+    ) -> None:
+        profile = scoring.get("name") if isinstance(scoring, Mapping) else (scoring or "medimg_bench")
+        if profile not in PROFILES:
+            raise ValueError(f"vqa: scoring profile {profile!r} is not built; available: {list(PROFILES)}")
+        self.profile = profile
+        merged = {**DEFAULT_PROMPTS, **dict(prompts or {})}
+        self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
+        self.system, self.max_new_tokens, self.circular = system, max_new_tokens, bool(circular)
+
+    def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
+        if spec and not any(n == "vqa" or (o or {}).get("metric") == "vqa" for n, o in dict(spec).items()):
+            spec = None  # the root config's default classification metrics do not apply
+        return super().build_metrics(spec, None)
+
+    def _prompt(self, question: str, kind: str, options: Sequence[str] | None) -> str:
+        listed = "\n".join(f"{chr(ord('A') + i)}. {o}" for i, o in enumerate(options or []))
+        return self.prompts[kind].format(question=question, options=listed)
+
+    def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+        from medimg_bench.metrics.text.vqa import rotate_options
+        from medimg_bench.models.vlm.base import GenerationRequest
+
+        if not hasattr(model, "generate"):
+            raise TypeError(f"task vqa needs a generative adapter (model.generate); got {type(model).__name__}")
+        settings = model.settings
+        if self.max_new_tokens is not None:
+            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        requests, owners = [], []
+        for i, sid in enumerate(batch["id"]):
+            kind, options = batch["answer_type"][i], batch["options"][i]
+            images = sample_images(batch, i)
+            shifts = range(len(options)) if (self.circular and kind == "mcq" and options) else [0]
+            for shift in shifts:
+                opts = rotate_options(options, "A", shift)[0] if kind == "mcq" and options else options
+                requests.append(GenerationRequest(
+                    images=images, user=self._prompt(batch["question"][i], kind, opts),
+                    system=self.system, settings=settings, sample_id=f"{sid}" if shift == 0 else f"{sid}#rot{shift}",
+                ))
+                owners.append((i, shift))
+        responses = model.generate(requests)
+        per_sample: list[list[tuple[int, Any]]] = [[] for _ in batch["id"]]
+        for (i, shift), resp in zip(owners, responses):
+            per_sample[i].append((shift, resp))
+        return {"responses": per_sample}
+
+    def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]]) -> dict[str, Any]:
+        from medimg_bench.metrics.text.vqa import rotate_options, score_vqa_answer
+
+        kind, options, answer = batch["answer_type"][i], batch["options"][i], batch["answer"][i]
+        first = rotations[0][1]
+        scored = score_vqa_answer(first.text or "", answer=answer, answer_type=kind, options=options)
+        if len(rotations) > 1 and answer is not None:
+            ok = True
+            for shift, resp in rotations:
+                opts, gt = rotate_options(options, str(answer).strip().upper(), shift)
+                ok &= score_vqa_answer(resp.text or "", answer=gt, answer_type=kind, options=opts)["correct"] == 1.0
+            scored["circular_correct"] = float(ok)
+        return scored
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        scored, kinds = [], []
+        for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
+            for _, resp in rotations:
+                if resp.error:  # a failed request fails its sample, so a resumed run asks again
+                    raise RuntimeError(f"sample {sid!r}: generation failed: {resp.error}")
+            if batch["answer"][i] is None:
+                raise ValueError(f"sample {sid!r}: the answer is withheld (test split): nothing to score")
+            scored.append(self._score(batch, i, rotations))
+            kinds.append(batch["answer_type"][i])
+        return scored, kinds
+
+    def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        rows = []
+        for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
+            first = rotations[0][1]
+            scored = self._score(batch, i, rotations) if batch["answer"][i] is not None else {}
+            meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
+            row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
+                   "answer_type": batch["answer_type"][i], "response": first.text,
+                   "parsed": scored.get("parsed"), "rule": scored.get("rule"),
+                   "correct": scored.get("correct"), "unparsed": scored.get("unparsed"),
+                   "prompt": first.prompt, "cached": bool(first.cached), "profile": self.profile}
+            if "circular_correct" in scored:
+                row["circular_correct"] = scored["circular_correct"]
+            for key in ("question_type", "content_type", "modality", "organ", "department",
+                        "clinical_task", "perceptual_granularity"):
+                if key in meta:
+                    row[key] = meta[key]
+            rows.append(row)
+        return rows

@@ -1,0 +1,134 @@
+"""The vqa task end to end: scripted generative adapters through mb.evaluate (strict scoring,
+unparsed answers counted, failed requests failed, CircularEval), and the CLI contract on a
+VQA-RAD layout with the tiny offline VLM."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+import medimg_bench as mb
+from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
+
+ITEMS = [
+    {"qid": 1, "image_name": "a.jpg", "image_organ": "CHEST", "answer": "Yes", "answer_type": "CLOSED",
+     "question_type": "PRES", "question": "Is there an effusion?", "phrase_type": "test_freeform"},
+    {"qid": 2, "image_name": "a.jpg", "image_organ": "CHEST", "answer": "left lung", "answer_type": "OPEN",
+     "question_type": "POS", "question": "Where is the opacity?", "phrase_type": "test_freeform"},
+    {"qid": 3, "image_name": "b.jpg", "image_organ": "HEAD", "answer": "no", "answer_type": "CLOSED",
+     "question_type": "ABN", "question": "Is this abnormal?", "phrase_type": "test_para"},
+    {"qid": 4, "image_name": "b.jpg", "image_organ": "HEAD", "answer": "one", "answer_type": "CLOSED",
+     "question_type": "COUNT", "question": "How many lesions?", "phrase_type": "test_freeform"},
+]
+
+
+def _vqa_rad(root):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "VQA_RAD Dataset Public.json").write_text(json.dumps(ITEMS))
+    (root / "VQA_RAD Image Folder").mkdir()
+    for k, name in enumerate(("a.jpg", "b.jpg")):
+        Image.fromarray(np.full((20, 16), 60 * (k + 1), np.uint8)).save(root / "VQA_RAD Image Folder" / name)
+    return root
+
+
+class Scripted(GenerativeAdapter):
+    backend = "scripted"
+
+    def __init__(self, answers, fail=()):
+        super().__init__(name="scripted")
+        self.answers, self.fail, self.requests = answers, set(fail), []
+
+    def identity(self):
+        return {"answers": sorted(self.answers.items())}
+
+    def _generate(self, requests):
+        out = []
+        for r in requests:
+            self.requests.append(r)
+            assert r.images and r.images[0].dtype == np.uint8  # original resolution, 0-255
+            if r.sample_id in self.fail:
+                out.append(GenerationResponse(error="HTTP 503 from http://127.0.0.1:9/v1 after 3 retries"))
+            else:
+                out.append(GenerationResponse(text=self.answers[r.sample_id], prompt=r.user))
+        return out
+
+
+def test_strict_scores_unparsed_and_failures(tmp_path):
+    ds = mb.create_dataset("vqa_rad", root=_vqa_rad(tmp_path / "rad"))
+    answers = {"1": "Yes, there is.", "2": "The left lung", "3": "There is not a nodule", "4": "1"}
+    res = mb.evaluate(Scripted(answers), ds, task="vqa", batch_size=3, progress=False, n_resamples=50)
+    m = res.summary["metrics"]
+    # q1 yes → right; q2 exact after normalisation → right; q3 unparsed → wrong; q4 "1" = "one" → right
+    assert m["accuracy"]["mean"]["value"] == pytest.approx(0.75)
+    assert m["unparsed_rate"]["mean"]["value"] == pytest.approx(0.25)
+    assert m["accuracy_closed"]["mean"]["value"] == pytest.approx(2 / 3)
+    assert m["accuracy_open"]["mean"]["value"] == pytest.approx(1.0)
+    rows = res.samples.drop_duplicates("id").set_index("id")
+    assert rows.loc["3", "unparsed"] == 1.0 and rows.loc["3", "response"] == "There is not a nodule"
+    assert "question_type" in rows.columns or "prompt" in rows.columns
+
+    failing = Scripted(answers, fail={"2"})
+    res = mb.evaluate(failing, ds, task="vqa", batch_size=4, progress=False, n_resamples=20)
+    assert res.summary["n_failed"] == 1
+
+
+def test_circular_eval_needs_every_rotation_right():
+    from medimg_bench.tasks.vqa import VQATask
+
+    task = VQATask(circular=True)
+    batch = {"id": ["q"], "question": ["Which finding?"], "options": [["effusion", "pneumothorax", "normal"]],
+             "answer": ["B"], "answer_type": ["mcq"], "image": [np.zeros((4, 4), np.uint8)], "meta": [{}]}
+
+    class ByOptions(GenerativeAdapter):
+        backend = "by_options"
+
+        def __init__(self, always_b=False):
+            super().__init__()
+            self.always_b = always_b
+
+        def identity(self):
+            return {}
+
+        def _generate(self, requests):
+            out = []
+            for r in requests:
+                lines = [ln for ln in r.user.splitlines() if ln[:2] in ("A.", "B.", "C.")]
+                letter = "B" if self.always_b else next(ln[0] for ln in lines if "pneumothorax" in ln)
+                out.append(GenerationResponse(text=letter))
+            return out
+
+    for model, single, circular in ((ByOptions(), 1.0, 1.0), (ByOptions(always_b=True), 1.0, 0.0)):
+        out = task.predict(model, batch)
+        assert len(out["responses"][0]) == 3  # one request per rotation
+        scored, kinds = task.metric_inputs(batch, out)
+        assert scored[0]["correct"] == single and scored[0]["circular_correct"] == circular
+
+
+def test_unknown_placeholder_and_unbuilt_profile_fail_before_any_call():
+    from medimg_bench.tasks.vqa import VQATask
+
+    with pytest.raises(ValueError, match="unknown placeholder.*answer"):
+        VQATask(prompts={"open": "{question} {answer}"})
+    with pytest.raises(ValueError, match="not built"):
+        VQATask(scoring={"name": "some_harness"})
+
+
+def test_cli_contract_on_vqa_rad_with_the_tiny_vlm(tmp_path, monkeypatch):
+    from medimg_bench.cli import main
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    root = _vqa_rad(tmp_path / "rad")
+    out = tmp_path / "runs"
+    rc = main(["run", "task=vqa", "dataset=vqa_rad", f"dataset.root={root}", "model=tiny_vlm",
+               "scoring=medimg_bench", "bootstrap.n_resamples=20", "progress=false", f"output_dir={out}",
+               "task.options.max_new_tokens=4"])
+    assert rc == 0
+    run = next(p.parent for p in out.rglob("summary.json"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert "accuracy" in summary["metrics"] and "unparsed_rate" in summary["metrics"]
+    samples = pd.read_parquet(run / "samples.parquet")
+    assert set(samples["id"]) == {"1", "2", "3", "4"} and "response" in samples
