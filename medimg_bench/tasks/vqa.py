@@ -15,7 +15,7 @@ from medimg_bench.tasks.base import Task
 __all__ = ["VQATask", "PROFILES"]
 
 #: scoring profiles built; see docs/vlm.md
-PROFILES = ("medimg_bench",)
+PROFILES = ("medimg_bench", "llava_med")
 
 DEFAULT_PROMPTS = {
     "closed": "<image>\n{question}\nAnswer with yes or no.",
@@ -37,8 +37,8 @@ def _check_template(kind: str, template: str) -> str:
 @register_task("vqa", tags=("vqa", "generative"))
 class VQATask(Task):
     """Prompts a generative adapter with each question (options listed as "A. …" for multiple
-    choice) and scores the answer. Options: ``scoring`` (profile name or config dict; only
-    ``medimg_bench`` is built), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
+    choice) and scores the answer. Options: ``scoring`` (profile name or config dict:
+    ``medimg_bench`` or ``llava_med``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
     ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
     ``max_new_tokens``, ``circular`` (CircularEval for multiple choice)."""
 
@@ -103,6 +103,10 @@ class VQATask(Task):
 
         kind, options, answer = batch["answer_type"][i], batch["options"][i], batch["answer"][i]
         first = rotations[0][1]
+        if self.profile == "llava_med":
+            from medimg_bench.metrics.text.vqa_profiles import score_llava_med
+
+            return score_llava_med(first.text or "", answer=answer, answer_type=kind)
         scored = score_vqa_answer(first.text or "", answer=answer, answer_type=kind, options=options)
         if len(rotations) > 1 and answer is not None:
             ok = True

@@ -132,3 +132,16 @@ def test_cli_contract_on_vqa_rad_with_the_tiny_vlm(tmp_path, monkeypatch):
     assert "accuracy" in summary["metrics"] and "unparsed_rate" in summary["metrics"]
     samples = pd.read_parquet(run / "samples.parquet")
     assert set(samples["id"]) == {"1", "2", "3", "4"} and "response" in samples
+
+
+def test_llava_med_profile_through_the_task(tmp_path):
+    ds = mb.create_dataset("vqa_rad", root=_vqa_rad(tmp_path / "rad"))
+    answers = {"1": "No.", "2": "The left lung", "3": "There is not a nodule", "4": "1"}
+    from medimg_bench.tasks.vqa import VQATask
+
+    res = mb.evaluate(Scripted(answers), ds, task=VQATask(scoring="llava_med"), batch_size=4,
+                      progress=False, n_resamples=20)
+    m = res.summary["metrics"]
+    # q1 "No." vs yes: dropped; q3 "not" → "no" hit; q4 "1" vs "one": no yes/no substring → miss
+    assert m["accuracy_closed"]["mean"]["value"] == pytest.approx(0.5)
+    assert m["accuracy_open"]["mean"]["value"] == pytest.approx(1.0)  # recall of "left lung"

@@ -1,0 +1,97 @@
+"""VQA scoring profiles that reproduce a harness's public scoring code (written from reading
+it; see docs/vlm.md for the file and commit read). Each returns the same dict shape as
+:func:`~medimg_bench.metrics.text.vqa.score_vqa_answer`.
+
+``llava_med`` — microsoft/LLaVA-Med ``llava/eval/run_eval.py`` with
+``eval_metrics/evaluate_metrics.py`` and ``eval_metrics/glossary.py`` (commit ad758b6):
+
+* both texts lower-cased and normalised by ``normalize_word`` (ViLT's VQA normalisation:
+  punctuation, periods not before a digit, number words zero…ten and "none" → digits, articles);
+* **closed** questions: if the substring "yes" or "no" occurs anywhere in the prediction, the
+  question is a hit when the reference occurs in it as a substring, and otherwise it is **left
+  out of the closed accuracy altogether** (the harness appends nothing); with neither
+  substring, it is a miss. So "no" inside "not"/"cannot"/"nodule" counts as an answer;
+* **open** questions: the harness's token *recall* (the number LLaVA-Med reports for open
+  questions), also its "exact match" (reference words found / prediction words) and F1.
+
+Known difference: the contraction table of ``glossary.py`` is not reproduced (it only rewrites
+forms such as "isnt" → "isn't", rare in medical answers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+__all__ = ["llava_med_normalize", "score_llava_med"]
+
+_MANUAL = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
+           "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
+_ARTICLES = {"a", "an", "the"}
+_PUNCT = [";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@",
+          "`", ",", "?", "!"]
+_PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")  # as written in the harness (a lookahead, not behind)
+_COMMA_NUM = re.compile(r"(\d)(,)(\d)")
+
+
+def llava_med_normalize(text: str) -> str:
+    """LLaVA-Med's ``normalize_word`` (ViLT's), without the contraction table."""
+    token = str(text)
+    out = token
+    for p in _PUNCT:
+        if (p + " " in token or " " + p in token) or _COMMA_NUM.search(token) is not None:
+            out = out.replace(p, "")
+        else:
+            out = out.replace(p, " ")
+    token = _PERIOD.sub("", out)
+    words = [_MANUAL.get(w, w) for w in token.lower().split()]
+    return " ".join(w for w in words if w not in _ARTICLES).replace(",", "")
+
+
+def _counts(text: str) -> Counter:
+    return Counter(text.lower().strip().split())
+
+
+def _f1_precision_recall(candidate: str, reference: str) -> tuple[float, float, float]:
+    c, r = _counts(llava_med_normalize(candidate)), _counts(llava_med_normalize(reference))
+    if not c or not r:
+        return 0.0, 0.0, 0.0
+    tp = sum(c[w] for w in set(c) | set(r) if w in c and w in r)
+    fp = sum(c[w] for w in c if w not in r)
+    fn = sum(r[w] for w in r if w not in c)
+    if tp == 0:
+        return 0.0, 0.0, 0.0
+    p, rec = tp / (tp + fp), tp / (tp + fn)
+    return 2 * p * rec / (p + rec), p, rec
+
+
+def _exact(candidate: str, reference: str) -> float:
+    c, r = _counts(llava_med_normalize(candidate)), _counts(llava_med_normalize(reference))
+    total = sum(c.values())
+    return sum(1 for w in r if w in c) / total if total else 0.0
+
+
+def score_llava_med(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
+    """One answer scored as LLaVA-Med's ``run_eval.py`` scores it (``answer_type`` closed/open;
+    multiple choice is not part of that harness and raises)."""
+    nan = float("nan")
+    if answer_type == "mcq":
+        raise ValueError("the llava_med profile scores closed and open questions only (no multiple choice)")
+    pred = llava_med_normalize(str(response or "").lower())
+    gt = llava_med_normalize(str(answer).lower()) if answer is not None else None
+    out: dict[str, Any] = {"parsed": pred, "correct": nan, "unparsed": 0.0, "rule": "llava_med",
+                           "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+    if gt is None:
+        return out
+    if answer_type == "closed":
+        if "yes" in pred or "no" in pred:
+            out["correct"] = 1.0 if gt in pred else nan  # a miss here is dropped by the harness
+            out["rule"] = "llava_med_closed_hit" if gt in pred else "llava_med_closed_dropped"
+        else:
+            out["correct"] = 0.0
+            out["unparsed"] = 1.0
+        return out
+    f1, _, recall = _f1_precision_recall(pred, gt)
+    out.update(correct=recall, recall=recall, f1=f1, exact=_exact(pred, gt))
+    return out

@@ -1,0 +1,51 @@
+"""The llava_med profile on cases derived from reading microsoft/LLaVA-Med llava/eval/run_eval.py
+(commit ad758b6) and its eval_metrics helpers; each case says which line of the harness decides it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from medimg_bench.metrics.text.vqa import score_vqa_answer
+from medimg_bench.metrics.text.vqa_profiles import llava_med_normalize, score_llava_med
+
+
+def test_normalisation_as_vilt():
+    assert llava_med_normalize("The two lesions.") == "2 lesions"  # manual_map, articles, period
+    assert llava_med_normalize("left-sided (mild)") == "left sided mild"  # punct → space
+    assert llava_med_normalize("none") == "0"
+
+
+@pytest.mark.parametrize("pred,gt,expected", [
+    ("Yes, it is.", "yes", 1.0),           # 'yes' in pred and gt in pred → hit
+    ("No.", "yes", math.nan),              # 'no' in pred, gt not in pred → nothing appended: dropped
+    ("There is not a fracture", "no", 1.0),  # "no" inside "not" counts as the answer "no"
+    ("I cannot tell", "yes", math.nan),    # "no" inside "cannot": dropped, not a miss
+    ("Maybe", "yes", 0.0),                 # neither substring → miss
+    ("nodule in the left lobe", "no", 1.0),  # "no" inside "nodule"
+])
+def test_closed_substring_rule(pred, gt, expected):
+    got = score_llava_med(pred, answer=gt, answer_type="closed")["correct"]
+    assert (math.isnan(expected) and math.isnan(got)) or got == expected
+
+
+def test_closed_answer_that_is_not_yes_no():
+    # VQA-RAD's closed "one": the harness only asks whether 'yes'/'no' occur and gt occurs
+    assert score_llava_med("There is one lesion", answer="one", answer_type="closed")["correct"] == 0.0
+    # "no only 1": "no" occurs, and the reference "1" is a substring → a hit for the harness
+    assert score_llava_med("No, only one", answer="one", answer_type="closed")["correct"] == 1.0
+    # strict profile: text match after normalisation, never a substring
+    assert score_vqa_answer("No, only one", answer="one", answer_type="closed")["correct"] == 0.0
+
+
+def test_open_recall_is_the_reported_number():
+    s = score_llava_med("the left lower lobe", answer="left lung", answer_type="open")
+    assert s["correct"] == pytest.approx(0.5) and s["recall"] == pytest.approx(0.5)
+    assert s["f1"] == pytest.approx(2 * (1 / 3) * 0.5 / (1 / 3 + 0.5))
+    assert score_llava_med("", answer="liver", answer_type="open")["correct"] == 0.0
+
+
+def test_multiple_choice_is_not_part_of_the_harness():
+    with pytest.raises(ValueError, match="closed and open"):
+        score_llava_med("B", answer="B", answer_type="mcq")
