@@ -15,7 +15,7 @@ from medimg_bench.tasks.base import Task
 __all__ = ["VQATask", "PROFILES"]
 
 #: scoring profiles built; see docs/vlm.md
-PROFILES = ("medimg_bench", "llava_med")
+PROFILES = ("medimg_bench", "llava_med", "vlmevalkit")
 
 DEFAULT_PROMPTS = {
     "closed": "<image>\n{question}\nAnswer with yes or no.",
@@ -38,7 +38,7 @@ def _check_template(kind: str, template: str) -> str:
 class VQATask(Task):
     """Prompts a generative adapter with each question (options listed as "A. …" for multiple
     choice) and scores the answer. Options: ``scoring`` (profile name or config dict:
-    ``medimg_bench`` or ``llava_med``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
+    ``medimg_bench``, ``llava_med`` or ``vlmevalkit``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
     ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
     ``max_new_tokens``, ``circular`` (CircularEval for multiple choice)."""
 
@@ -107,12 +107,20 @@ class VQATask(Task):
             from medimg_bench.metrics.text.vqa_profiles import score_llava_med
 
             return score_llava_med(first.text or "", answer=answer, answer_type=kind)
-        scored = score_vqa_answer(first.text or "", answer=answer, answer_type=kind, options=options)
+        if self.profile == "vlmevalkit":
+            from medimg_bench.metrics.text.vqa_profiles import score_vlmevalkit
+
+            def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
+                return score_vlmevalkit(text, answer=answer, answer_type=kind, options=options)
+        else:
+            def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
+                return score_vqa_answer(text, answer=answer, answer_type=kind, options=options)
+        scored = scorer(first.text or "", answer, kind, options)
         if len(rotations) > 1 and answer is not None:
             ok = True
             for shift, resp in rotations:
                 opts, gt = rotate_options(options, str(answer).strip().upper(), shift)
-                ok &= score_vqa_answer(resp.text or "", answer=gt, answer_type=kind, options=opts)["correct"] == 1.0
+                ok &= scorer(resp.text or "", gt, kind, opts)["correct"] == 1.0
             scored["circular_correct"] = float(ok)
         return scored
 

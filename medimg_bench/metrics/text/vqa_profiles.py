@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["llava_med_normalize", "score_llava_med"]
+__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit"]
 
 _MANUAL = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
            "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
@@ -94,4 +94,63 @@ def score_llava_med(response: str, *, answer: str | None, answer_type: str) -> d
         return out
     f1, _, recall = _f1_precision_recall(pred, gt)
     out.update(correct=recall, recall=recall, f1=f1, exact=_exact(pred, gt))
+    return out
+
+
+# -- vlmevalkit -------------------------------------------------------------------------------
+# open-compass/VLMEvalKit vlmeval/utils/matching_util.py (commit 18fc37a): ``can_infer`` =
+# ``can_infer_option`` (the answer split on spaces after replacing . ( ) [ ] , : ; ! * # { } by
+# spaces; exactly one option letter among the tokens → that letter; a refusal phrase → "Z") and
+# else ``can_infer_text`` (exactly one option text, lower-cased, a substring of the answer).
+# Where both fail, VLMEvalKit's multiple-choice evaluation asks an LLM judge or, without one,
+# draws a random letter; this profile never draws: the question is unparsed and wrong.
+
+_VLMEVAL_REJECT = (
+    "Sorry, I can't help with images of people yet.",
+    "I can't process this file.",
+    "I'm sorry, but without the image provided",
+    "Cannot determine the answer",
+)
+
+
+def vlmevalkit_can_infer(answer: str, choices: dict[str, str]) -> str | None:
+    """The letter VLMEvalKit's ``can_infer`` returns (``"Z"`` for a refusal), or None where it
+    returns False (default, non-verbose mode)."""
+    answer = str(answer)
+    if "Failed to obtain answer via API" in answer:
+        return None
+    for err in _VLMEVAL_REJECT:
+        if err in answer:
+            return "Z"
+    mod = answer
+    for c in ".()[],:;!*#{}":
+        mod = mod.replace(c, " ")
+    splits = [x.strip() for x in mod.split()]
+    count = sum(1 for c in choices if c in splits)
+    if count == 1:
+        for ch in choices:
+            if ch in splits:
+                return ch
+    elif count == 0 and sum(1 for c in ("Z", "") if c in splits) == 1:
+        return "Z"
+    low = answer.lower()
+    cands = [k for k, v in choices.items() if str(v).lower() in low]
+    return cands[0] if len(cands) == 1 else None
+
+
+def score_vlmevalkit(response: str, *, answer: str | None, answer_type: str,
+                     options: list[str] | None) -> dict[str, Any]:
+    """A multiple-choice answer scored as VLMEvalKit's ``can_infer`` parses it, with no random
+    fallback (see above). Closed and open questions are not scored by this routine (error)."""
+    nan = float("nan")
+    if answer_type != "mcq":
+        raise ValueError("the vlmevalkit profile scores multiple-choice questions only")
+    choices = {chr(ord("A") + i): o for i, o in enumerate(options or [])}
+    letter = vlmevalkit_can_infer(response or "", choices)
+    parsed = letter if letter in choices else None
+    out: dict[str, Any] = {"parsed": letter, "correct": nan, "unparsed": float(parsed is None),
+                           "rule": "vlmevalkit_can_infer", "exact": nan, "recall": nan, "f1": nan,
+                           "bleu1": nan}
+    if answer is not None:
+        out["correct"] = float(parsed is not None and parsed == str(answer).strip().upper())
     return out

@@ -49,3 +49,29 @@ def test_open_recall_is_the_reported_number():
 def test_multiple_choice_is_not_part_of_the_harness():
     with pytest.raises(ValueError, match="closed and open"):
         score_llava_med("B", answer="B", answer_type="mcq")
+
+
+# -- vlmevalkit: cases derived from vlmeval/utils/matching_util.py (commit 18fc37a) -------------
+from medimg_bench.metrics.text.vqa_profiles import score_vlmevalkit, vlmevalkit_can_infer  # noqa: E402
+
+CH = {"A": "Pleural effusion", "B": "Pneumothorax", "C": "Normal", "D": "Cardiomegaly"}
+
+
+@pytest.mark.parametrize("answer,expected", [
+    ("B", "B"), ("(C)", "C"), ("The answer is D.", "D"),
+    ("A pneumothorax is visible", "A"),   # the article "A" is a token: option A (a quirk VLMEvalKit warns about)
+    ("Answer: B and C", None),            # two letters among the tokens, no option text → False
+    ("I see a pneumothorax", "B"),        # no letter token; exactly one option text → "B"
+    ("Because the heart", None),          # a letter inside a word is not a token
+    ("Cannot determine the answer", "Z"),  # refusal phrase
+])
+def test_can_infer(answer, expected):
+    assert vlmevalkit_can_infer(answer, CH) == expected
+
+
+def test_no_random_fallback_where_vlmevalkit_would_draw_one():
+    for _ in range(5):
+        s = score_vlmevalkit("I am not sure", answer="B", answer_type="mcq", options=list(CH.values()))
+        assert s["unparsed"] == 1.0 and s["correct"] == 0.0
+    with pytest.raises(ValueError, match="multiple-choice"):
+        score_vlmevalkit("yes", answer="yes", answer_type="closed", options=None)
