@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit"]
+__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit", "score_multimedeval"]
 
 _MANUAL = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
            "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
@@ -153,4 +153,47 @@ def score_vlmevalkit(response: str, *, answer: str | None, answer_type: str,
                            "bleu1": nan}
     if answer is not None:
         out["correct"] = float(parsed is not None and parsed == str(answer).strip().upper())
+    return out
+
+
+# -- multimedeval ---------------------------------------------------------------------------------
+# corentin-ryr/MultiMedEval multimedeval/task_families.py ``VQA.evaluate`` (commit 12ab84b) with
+# ``clean_str`` of multimedeval/utils.py (commit e06fe64; the same ViLT normalisation, lower-cased
+# first). Tokens are *sets* of the cleaned words. Closed questions are those whose cleaned
+# reference is "yes" or "no": for "no" the token "not" is added to the reference set, and the
+# question is right when the recall of the reference set in the prediction set is >= 0.4. Open
+# questions: the set recall, and "open accuracy" = recall >= 0.75.
+
+
+def _mme_tokens(text: str) -> set[str]:
+    return {t for t in llava_med_normalize(str(text).lower()).split() if t}
+
+
+def score_multimedeval(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
+    """One answer scored as MultiMedEval's VQA family scores it. ``correct`` is the closed
+    decision (recall >= 0.4) for yes/no references and recall >= 0.75 for the others; ``recall``,
+    ``f1`` (precision/recall of the token sets) and ``bleu1`` as reported by it."""
+    nan = float("nan")
+    if answer_type == "mcq":
+        raise ValueError("the multimedeval profile scores closed and open questions only (no multiple choice)")
+    out: dict[str, Any] = {"parsed": llava_med_normalize(str(response or "").lower()), "correct": nan,
+                           "unparsed": 0.0, "rule": "multimedeval", "exact": nan, "recall": nan,
+                           "f1": nan, "bleu1": nan}
+    if answer is None:
+        return out
+    pred, gold = _mme_tokens(response or ""), _mme_tokens(answer)
+    inter = len(pred & gold)
+    precision = inter / len(pred) if pred else 0.0
+    recall = inter / len(gold) if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall + 1e-8)
+    out.update(recall=recall, f1=f1)
+    if llava_med_normalize(str(answer).lower()) in ("yes", "no"):
+        if gold == {"no"}:
+            gold = gold | {"not"}
+        closed_recall = len(pred & gold) / len(gold) if gold else 0.0
+        out["correct"] = 1.0 if closed_recall >= 0.4 else 0.0
+        out["rule"] = "multimedeval_closed_recall>=0.4"
+    else:
+        out["correct"] = 1.0 if recall >= 0.75 else 0.0
+        out["rule"] = "multimedeval_open_recall>=0.75"
     return out

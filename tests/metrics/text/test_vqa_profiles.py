@@ -75,3 +75,27 @@ def test_no_random_fallback_where_vlmevalkit_would_draw_one():
         assert s["unparsed"] == 1.0 and s["correct"] == 0.0
     with pytest.raises(ValueError, match="multiple-choice"):
         score_vlmevalkit("yes", answer="yes", answer_type="closed", options=None)
+
+
+# -- multimedeval: cases derived from task_families.py VQA.evaluate (commit 12ab84b) -------------
+from medimg_bench.metrics.text.vqa_profiles import score_multimedeval  # noqa: E402
+
+
+@pytest.mark.parametrize("pred,gt,correct", [
+    ("Yes", "yes", 1.0),
+    ("There is not a fracture", "no", 1.0),   # "not" is added to the reference {"no"}: recall 1/2 >= 0.4
+    ("No", "no", 1.0),
+    ("nodule", "no", 0.0),                    # token sets: "nodule" is not "no"
+    ("yes no", "no", 1.0),                    # both present: recall of {"no","not"} is 0.5
+    ("one", "one", 1.0),                      # not yes/no: open rule, recall 1 >= 0.75
+    ("left upper lobe", "left lobe", 1.0),    # recall 2/2
+    ("left", "left lower lobe", 0.0),         # recall 1/3 < 0.75
+])
+def test_multimedeval_thresholds(pred, gt, correct):
+    kind = "closed" if gt in ("yes", "no") else "open"
+    assert score_multimedeval(pred, answer=gt, answer_type=kind)["correct"] == correct
+
+
+def test_multimedeval_recall_is_set_based():
+    s = score_multimedeval("lung lung lung", answer="left lung", answer_type="open")
+    assert s["recall"] == 0.5
