@@ -15,7 +15,7 @@ from medimg_bench.tasks.base import Task
 __all__ = ["VQATask", "PROFILES"]
 
 #: scoring profiles built; see docs/vlm.md
-PROFILES = ("medimg_bench", "llava_med", "vlmevalkit", "multimedeval")
+PROFILES = ("medimg_bench", "llava_med", "vlmevalkit", "multimedeval", "lmms_eval")
 
 DEFAULT_PROMPTS = {
     "closed": "<image>\n{question}\nAnswer with yes or no.",
@@ -39,7 +39,7 @@ class VQATask(Task):
     """Prompts a generative adapter with each question (options listed as "A. …" for multiple
     choice) and scores the answer. Options: ``scoring`` (profile name or config dict:
     ``medimg_bench``, ``llava_med``,
-    ``multimedeval`` or ``vlmevalkit``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
+    ``multimedeval``, ``lmms_eval`` or ``vlmevalkit``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
     ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
     ``max_new_tokens``, ``circular`` (CircularEval for multiple choice)."""
 
@@ -108,6 +108,10 @@ class VQATask(Task):
             from medimg_bench.metrics.text.vqa_profiles import score_llava_med
 
             return score_llava_med(first.text or "", answer=answer, answer_type=kind)
+        if self.profile == "lmms_eval":
+            from medimg_bench.metrics.text.vqa_profiles import score_lmms_eval
+
+            return score_lmms_eval(first.text or "", answer=answer, answer_type=kind)
         if self.profile == "multimedeval":
             from medimg_bench.metrics.text.vqa_profiles import score_multimedeval
 

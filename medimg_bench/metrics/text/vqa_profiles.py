@@ -24,7 +24,8 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit", "score_multimedeval"]
+__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit", "score_multimedeval",
+           "lmms_eval_parse_response", "score_lmms_eval"]
 
 _MANUAL = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
            "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
@@ -196,4 +197,67 @@ def score_multimedeval(response: str, *, answer: str | None, answer_type: str) -
     else:
         out["correct"] = 1.0 if recall >= 0.75 else 0.0
         out["rule"] = "multimedeval_open_recall>=0.75"
+    return out
+
+
+# -- lmms_eval ------------------------------------------------------------------------------------
+# EvolvingLMMs-Lab/lmms-eval lmms_eval/tasks/medevalkit/vqa_rad/utils.py (commit 5a58626)
+# ``vqa_rad_process_results`` with lmms_eval/tasks/medevalkit/eval_utils.py (commit 9f7638b):
+# the response goes through ``parse_response`` (\boxed{…}, <answer>…</answer>, else the text after
+# the last of "answer is", "answer:", "final answer"… patterns), lower-cased. A question is closed
+# when its reference is "yes"/"no" (whatever its answer_type): ``judge_yesno`` — after removing
+# new lines and periods, right only if exactly one of the substrings "yes"/"no" occurs and the
+# reference is a substring. Otherwise ``judge_open``: exact match of the stripped lower-cased
+# texts ("open_em"), plus token-set precision/recall/F1 (tokens split on spaces, "." as a token).
+
+_LMMS_PATTERNS = ("**answer**:", "**answer**", "*answer*:", "**answer:**", "answer is", "answer:",
+                  "final answer is", "final answer")
+
+
+def lmms_eval_parse_response(response: str) -> str:
+    """lmms-eval's MedEvalKit ``parse_response`` (see above)."""
+    resp = str(response).strip()
+    m = re.search(r"\\boxed\{(.+?)\}", resp)
+    if m:
+        return m.group(1).strip()
+    m = re.search(r"<answer>(.*?)</answer>", resp, re.DOTALL)
+    if m:
+        return m.group(1).strip()
+    low = resp.lower()
+    for pattern in _LMMS_PATTERNS:
+        if pattern in low:
+            resp = resp[low.index(pattern) + len(pattern):]
+            low = resp.lower()
+    return resp.strip().lstrip(":").strip()
+
+
+def score_lmms_eval(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
+    """One VQA-RAD-style answer scored as lmms-eval's MedEvalKit task scores it."""
+    nan = float("nan")
+    if answer_type == "mcq":
+        raise ValueError("the lmms_eval profile covers VQA-RAD-style closed/open questions (no multiple choice)")
+    resp = lmms_eval_parse_response(response or "").lower().strip()
+    out: dict[str, Any] = {"parsed": resp, "correct": nan, "unparsed": 0.0, "rule": "lmms_eval",
+                           "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+    if answer is None:
+        return out
+    gt = str(answer).lower().strip()
+    if gt in ("yes", "no"):
+        r = resp.replace("\n", "").replace(".", "")
+        has_yes, has_no = "yes" in r, "no" in r
+        out["correct"] = float((has_yes ^ has_no) and gt in r)
+        out["unparsed"] = float(not (has_yes ^ has_no))
+        out["rule"] = "lmms_eval_judge_yesno"
+        return out
+
+    def toks(t: str) -> set[str]:
+        return set(t.lower().replace(".", " .").split())
+
+    em = float(resp.strip().lower() == gt)
+    p_t, g_t = toks(resp), toks(gt)
+    common = p_t & g_t
+    precision = len(common) / len(p_t) if common else 0.0
+    recall = len(common) / len(g_t) if common else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if common else 0.0
+    out.update(correct=em, exact=em, recall=recall, f1=f1, rule="lmms_eval_judge_open")
     return out

@@ -99,3 +99,34 @@ def test_multimedeval_thresholds(pred, gt, correct):
 def test_multimedeval_recall_is_set_based():
     s = score_multimedeval("lung lung lung", answer="left lung", answer_type="open")
     assert s["recall"] == 0.5
+
+
+# -- lmms_eval: cases derived from medevalkit eval_utils.py (commit 9f7638b) ----------------------
+from medimg_bench.metrics.text.vqa_profiles import lmms_eval_parse_response, score_lmms_eval  # noqa: E402
+
+
+def test_lmms_eval_parse_response():
+    assert lmms_eval_parse_response("Reasoning... The final answer is \\boxed{Yes}") == "Yes"
+    assert lmms_eval_parse_response("<answer>left lung</answer>") == "left lung"
+    assert lmms_eval_parse_response("Let me see. Answer: no") == "no"
+
+
+@pytest.mark.parametrize("pred,gt,correct,unparsed", [
+    ("Yes.", "yes", 1.0, 0.0),
+    ("No, there is none", "no", 1.0, 0.0),          # "none" contains "no" too: still only "no" present
+    ("There is not a fracture", "no", 1.0, 0.0),    # "no" inside "not": the substring counts
+    ("yes and no", "yes", 0.0, 1.0),                # both substrings: XOR fails → wrong
+    ("I cannot know", "yes", 0.0, 0.0),             # "no" inside "cannot"/"know": judged "no" → wrong
+    ("Maybe", "no", 0.0, 1.0),                      # neither
+])
+def test_lmms_eval_judge_yesno(pred, gt, correct, unparsed):
+    s = score_lmms_eval(pred, answer=gt, answer_type="closed")
+    assert s["correct"] == correct and s["unparsed"] == unparsed
+
+
+def test_lmms_eval_closed_by_reference_not_answer_type():
+    # VQA-RAD's closed "one" is judged by exact match (judge_open), not as yes/no
+    assert score_lmms_eval("one", answer="one", answer_type="closed")["correct"] == 1.0
+    assert score_lmms_eval("1", answer="one", answer_type="closed")["correct"] == 0.0  # no number mapping
+    s = score_lmms_eval("left lung.", answer="left lung", answer_type="open")
+    assert s["correct"] == 0.0 and s["recall"] == 1.0  # the period makes exact match fail
