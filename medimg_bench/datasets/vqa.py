@@ -219,11 +219,20 @@ def vqa_rad(
 ) -> VQADataset:
     """VQA-RAD (Lau et al. 2018). ``split``: ``test`` = rows whose ``phrase_type`` is
     ``test_freeform``/``test_para`` (451 questions), ``train`` = the rest, ``all``.
-    ``answer_type`` CLOSED/OPEN → closed/open."""
+    ``answer_type`` CLOSED/OPEN → closed/open.
+
+    The MICCAI19-MedVQA layout most MedVQA code distributes (``data_RAD/trainset.json`` and
+    ``testset.json`` with qid, image_name, image_organ, answer, answer_type, question_type,
+    question, phrase_type, images in ``data_RAD/images/``) is chosen automatically when the
+    official JSON is absent and ``root`` (or ``root/data_RAD``) holds it."""
     root = Path(root)
     path = root / json_file
     if split not in ("train", "test", "all"):
         raise ValueError(f"vqa_rad: split must be train, test or all, got {split!r}")
+    if not path.exists():
+        miccai = next((d for d in (root / "data_RAD", root) if (d / "testset.json").exists()), None)
+        if miccai is not None:
+            return _miccai19(miccai, split, "vqa_rad", on_error, transform)
     data = _load_json(path)
     errors = _RowErrors("vqa_rad", on_error)
     records = []
@@ -717,4 +726,42 @@ def medframeqa(
         meta_columns=("answer_text", "system", "organ"),
         transform=transform,
         name="medframeqa",
+    )
+
+
+def _miccai19(
+    folder: Path, split: str, name: str, on_error: str, transform: Callable[[dict], dict] | None
+) -> VQADataset:
+    """The MICCAI19-MedVQA layout: ``trainset.json`` / ``testset.json`` + ``images/``; the split
+    is the file (``all`` = both)."""
+    files = {"train": ["trainset.json"], "test": ["testset.json"], "all": ["trainset.json", "testset.json"]}[split]
+    errors = _RowErrors(name, on_error)
+    records = []
+    for fname in files:
+        path = folder / fname
+        for n, item in enumerate(_load_json(path)):
+            parsed = _closed_open_item(
+                item, n, image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
+            )
+            if parsed is None:
+                continue
+            image, fields = parsed
+            records.append({
+                "id": str(item.get("qid", n)),
+                "image_path": f"images/{image}",
+                "patient_id": image,
+                **fields,
+                "phrase_type": _text(item.get("phrase_type")) or "",
+                "question_type": _text(item.get("question_type")),
+                "organ": _text(item.get("image_organ")),
+                "modality": "radiology",
+                "split": "train" if fname.startswith("train") else "test",
+            })
+    frame = _finish(records, errors, name, folder)
+    return VQADataset(
+        frame,
+        root=folder,
+        meta_columns=("answer_type_original", "phrase_type", "question_type", "organ"),
+        transform=transform,
+        name=name,
     )

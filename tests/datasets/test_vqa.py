@@ -328,3 +328,20 @@ def test_medframeqa(tmp_path):
     assert len(s["image"]) == 3 and s["answer"] == "C" and s["options"] == ["x", "y", "z"]
     assert ds[1]["answer"] == "B" and len(ds[1]["image"]) == 5 and ds[1]["meta"]["patient_id"] == "vidB"
     assert ds[0]["meta"]["patient_id"] == ds[2]["meta"]["patient_id"] == "vidA"
+
+
+def test_vqa_rad_miccai19_layout_chosen_automatically(tmp_path):
+    rad = tmp_path / "data_RAD"
+    (rad / "images").mkdir(parents=True)
+    item = {"qid": "0", "image_name": "synpic1.jpg", "image_organ": "CHEST", "answer": "Yes",
+            "answer_type": "CLOSED", "question_type": "PRES", "question": "Is there a mass?",
+            "phrase_type": "freeform"}
+    (rad / "testset.json").write_text(json.dumps([item, {**item, "qid": "1", "answer": "two",
+                                                          "answer_type": "OPEN", "question": "How many?"}]))
+    (rad / "trainset.json").write_text(json.dumps([{**item, "qid": "9"}]))
+    _write_img(rad / "images" / "synpic1.jpg", 120, "L")
+    test = create("vqa_rad", tmp_path, split="test")
+    assert test.ids == ["0", "1"] and [test[i]["answer_type"] for i in range(2)] == ["closed", "open"]
+    assert test[0]["meta"]["question_type"] == "PRES" and test[0]["meta"]["organ"] == "CHEST"
+    assert create("vqa_rad", tmp_path, split="train").ids == ["9"]
+    assert len(create("vqa_rad", rad, split="all")) == 3  # root may be data_RAD itself
