@@ -56,8 +56,10 @@ def test_demo_smoke(tmp_path):
     assert out.returncode == 0, out.stderr
     run = _run_dir(out.stdout)
     index = json.loads((run / "benchmark.json").read_text())
-    assert set(index["entries"]) == {"classification", "segmentation"}
+    assert set(index["entries"]) == {"classification", "segmentation", "vqa"}
     assert (run / "classification" / "plots" / "roc.png").exists()
+    vqa = json.loads((run / "vqa" / "summary.json").read_text())
+    assert {"accuracy", "unparsed_rate"} <= set(vqa["metrics"])
     assert (run / "segmentation" / "plots" / "per_class_dice.png").exists()
     seg = pd.read_parquet(run / "segmentation" / "samples.parquet")
     assert {"dice", "target_voxels"} <= set(seg.columns)

@@ -143,7 +143,7 @@ SAME_READERS = {
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
-    "mimic_cxr_reports": "csv",
+    "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr",
 }
 
 
