@@ -22,8 +22,10 @@ def _batch(model, b=2):
     return collate([{"id": f"s{i}", "image": torch.rand(1, 12, 10, 9)} for i in range(b)])
 
 
-# generative adapters answer prompts, not batches: tests/models/vlm covers every one of them
-@pytest.mark.parametrize("name", [n for n in MODELS.list() if "generative" not in MODELS.entry(n).tags])
+# generative adapters answer prompts, not batches (tests/models/vlm covers every one of them);
+# `predictions` reads files, not a network (tests/models/test_predictions.py)
+@pytest.mark.parametrize("name", [n for n in MODELS.list()
+                                  if not {"generative", "predictions"} & set(MODELS.entry(n).tags)])
 def test_every_registered_model_predicts(name):
     assert name in TINY, f"add a tiny configuration for model {name!r} to TINY"
     model = create_model(name, **TINY[name]).eval()

@@ -1,0 +1,74 @@
+"""model=predictions: scores, label maps and answers already on disk, scored by this package;
+a missing prediction fails its sample with the id."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+import medimg_bench as mb
+from medimg_bench.models.predictions import AnswersFromFile, LabelMapsFromFolder, ScoresFromFile
+
+
+def test_classification_scores_from_a_csv_equal_sklearn(tmp_path):
+    ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=30, size=16)
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"id": ds.ids})
+    for c in ds.classes:
+        table[c] = rng.random(len(ds))
+    table = table.iloc[1:]  # one sample has no prediction
+    table.to_csv(tmp_path / "predictions.csv", index=False)
+    model = mb.create_model("predictions", root=tmp_path, num_classes=len(ds.classes))
+    assert isinstance(model, ScoresFromFile)
+    res = mb.evaluate(model, ds, task="classification", metrics={"auroc": {}}, progress=False, n_resamples=20)
+    assert res.summary["n_failed"] == 1
+    failed = res.samples[res.samples["status"] != "ok"]
+    assert ds.ids[0] in set(failed["id"]) and ds.ids[0] in " ".join(map(str, failed["error"]))
+    labels = ds.manifest.set_index("id").loc[table["id"], list(ds.classes)].to_numpy()
+    for j, c in enumerate(ds.classes):
+        got = res.summary["metrics"]["auroc"]["per_class"][c]["value"]
+        assert got == pytest.approx(roc_auc_score(labels[:, j], table[c]), abs=1e-6)
+
+
+def test_segmentation_label_maps_from_a_folder(tmp_path):
+    ds = mb.create_dataset("synthetic_ct", root=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    for sid, mask in zip(ds.manifest["id"], ds.manifest["mask"]):
+        shutil.copy(ds.resolve(mask), preds / f"{sid}.nii.gz")  # perfect predictions
+    model = mb.create_model("predictions", root=preds)
+    assert isinstance(model, LabelMapsFromFolder)
+    res = mb.evaluate(model, ds, task="segmentation", metrics={"dice": {}}, progress=False, n_resamples=10)
+    assert res.summary["n_failed"] == 0
+    assert res.summary["metrics"]["dice"]["mean"]["value"] == pytest.approx(1.0)
+    (preds / f"{ds.ids[1]}.nii.gz").unlink()
+    res = mb.evaluate(model, ds, task="segmentation", metrics={"dice": {}}, progress=False, n_resamples=10)
+    assert res.summary["n_failed"] == 1
+
+
+def test_answers_from_jsonl_through_the_vqa_task(tmp_path):
+    ds = mb.create_dataset("synthetic_vqa", root=tmp_path / "cxr", n=4, size=16)
+    answers = {sid: ds[i]["answer"] for i, sid in enumerate(ds.ids)}
+    lines = [json.dumps({"id": sid, "text": a.capitalize() + "."}) for sid, a in list(answers.items())[1:]]
+    (tmp_path / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    model = mb.create_model("predictions", root=tmp_path / "predictions.jsonl")
+    assert isinstance(model, AnswersFromFile)
+    res = mb.evaluate(model, ds, task="vqa", progress=False, n_resamples=10)
+    assert res.summary["n_failed"] == 1  # the first question has no answer: failed, named
+    assert res.summary["metrics"]["accuracy"]["mean"]["value"] == pytest.approx(1.0)
+
+
+def test_bad_predictions_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model.options.root"):
+        mb.create_model("predictions", root=tmp_path / "nope")
+    (tmp_path / "predictions.csv").write_text("case,a,b\nx,0.1,0.2\n")
+    with pytest.raises(ValueError, match="no 'id' column"):
+        mb.create_model("predictions", root=tmp_path)
+    (tmp_path / "predictions.csv").write_text("id,a,b\nx,0.1,0.2\n")
+    with pytest.raises(ValueError, match="2 score columns.*3 classes"):
+        mb.create_model("predictions", root=tmp_path, num_classes=3)
