@@ -7,7 +7,6 @@
     medimg-bench cache {stats,export,clear}     the LVLM response cache
     medimg-bench merge RUN_DIRS... --out DIR    merge the run directories of a sharded evaluation
     medimg-bench sweep MULTIRUN_DIR             one table of a multirun's run directories
-    medimg-bench reproduce CARD | --list        run a published-baseline card, with a verdict
     medimg-bench compare RUN_A RUN_B            paired comparison of two runs
     medimg-bench version
 """
@@ -27,7 +26,6 @@ _SUBCOMMANDS = {
     "cache": ("medimg_bench.models.vlm.cache", "cli_main"),
     "merge": ("medimg_bench.engine.merge", "cli_main"),
     "sweep": ("medimg_bench.engine.sweep", "cli_main"),
-    "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
     "compare": ("medimg_bench.baselines.compare", "cli_main"),
 }
 
