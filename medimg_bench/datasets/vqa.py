@@ -284,12 +284,20 @@ def slake(
 ) -> VQADataset:
     """SLAKE 1.0 (Liu et al. 2021): ``train.json`` / ``validate.json`` / ``test.json`` and
     ``imgs/xmlabN/source.jpg``. ``language``: keep ``q_lang`` == it (None: both en and zh).
-    ``answer_type`` OPEN/CLOSED kept as given (SLAKE's CLOSED includes non yes/no choices)."""
+    ``answer_type`` OPEN/CLOSED kept as given (SLAKE's CLOSED includes non yes/no choices).
+    The MICCAI19-MedVQA layout (``trainset.json`` / ``testset.json`` + ``images/``, in ``root`` or
+    ``root/data_SLAKE``) is chosen automatically when ``<split>.json`` is absent."""
     root = Path(root)
     files = {"train": "train.json", "val": "validate.json", "validate": "validate.json", "test": "test.json"}
     if split not in files:
         raise ValueError(f"slake: split must be one of {list(files)}, got {split!r}")
     path = root / files[split]
+    if not path.exists():
+        miccai = next(
+            (d for d in (root / "data_SLAKE", root) if (d / "testset.json").exists()), None
+        )
+        if miccai is not None and split in ("train", "test"):
+            return _miccai19(miccai, split, "slake", on_error, transform)
     errors = _RowErrors("slake", on_error)
     records = []
     for n, item in enumerate(_load_json(path)):

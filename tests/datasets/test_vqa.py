@@ -345,3 +345,19 @@ def test_vqa_rad_miccai19_layout_chosen_automatically(tmp_path):
     assert test[0]["meta"]["question_type"] == "PRES" and test[0]["meta"]["organ"] == "CHEST"
     assert create("vqa_rad", tmp_path, split="train").ids == ["9"]
     assert len(create("vqa_rad", rad, split="all")) == 3  # root may be data_RAD itself
+
+
+def test_slake_miccai19_layout_chosen_automatically(tmp_path):
+    sl = tmp_path / "data_SLAKE"
+    (sl / "images").mkdir(parents=True)
+    item = {"qid": "5", "image_name": "xmlab1.jpg", "image_organ": "LUNG", "answer": "Left Lung",
+            "answer_type": "OPEN", "question_type": "Position", "question": "Where is the mass?",
+            "phrase_type": "freeform"}
+    (sl / "testset.json").write_text(json.dumps([item]))
+    (sl / "trainset.json").write_text(json.dumps([{**item, "qid": "6", "answer_type": "CLOSED",
+                                                   "answer": "Yes"}]))
+    _write_img(sl / "images" / "xmlab1.jpg", 120, "L")
+    test = create("slake", tmp_path, split="test")
+    assert test.ids == ["5"] and test[0]["answer_type"] == "open"
+    assert test[0]["meta"]["question_type"] == "Position"
+    assert create("slake", sl, split="train").ids == ["6"]
