@@ -30,24 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from medimg_bench.datasets.cxr_labels import CHEXPERT_PATHOLOGIES
+
 __all__ = ["CHEXPERT_OBSERVATIONS", "CHEXPERT_COMPETITION", "label_reports", "label_report", "Mention"]
 
-CHEXPERT_OBSERVATIONS = (
-    "No Finding",
-    "Enlarged Cardiomediastinum",
-    "Cardiomegaly",
-    "Lung Opacity",
-    "Lung Lesion",
-    "Edema",
-    "Consolidation",
-    "Pneumonia",
-    "Atelectasis",
-    "Pneumothorax",
-    "Pleural Effusion",
-    "Pleural Other",
-    "Fracture",
-    "Support Devices",
-)
+# one list for the loaders and the labeler: the 14 observations in CheXpert's CSV column order
+CHEXPERT_OBSERVATIONS = CHEXPERT_PATHOLOGIES
 #: the five observations of the CheXpert competition
 CHEXPERT_COMPETITION = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
 
