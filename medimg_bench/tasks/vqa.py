@@ -59,7 +59,8 @@ class VQATask(Task):
         if profile not in PROFILES:
             raise ValueError(f"vqa: scoring profile {profile!r} is not built; available: {list(PROFILES)}")
         self.profile = profile
-        merged = {**DEFAULT_PROMPTS, **dict(prompts or {})}
+        profile_prompts = dict(scoring.get("prompts") or {}) if isinstance(scoring, Mapping) else {}
+        merged = {**DEFAULT_PROMPTS, **profile_prompts, **dict(prompts or {})}  # task options win
         self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
         self.system, self.max_new_tokens, self.circular = system, max_new_tokens, bool(circular)
 

@@ -5,6 +5,7 @@ VQA-RAD layout with the tiny offline VLM."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -145,3 +146,19 @@ def test_llava_med_profile_through_the_task(tmp_path):
     # q1 "No." vs yes: dropped; q3 "not" → "no" hit; q4 "1" vs "one": no yes/no substring → miss
     assert m["accuracy_closed"]["mean"]["value"] == pytest.approx(0.5)
     assert m["accuracy_open"]["mean"]["value"] == pytest.approx(1.0)  # recall of "left lung"
+
+
+def test_scoring_config_prompts_are_used_and_task_prompts_win():
+    import yaml
+
+    from medimg_bench.tasks.vqa import DEFAULT_PROMPTS, VQATask
+
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "medimg_bench/configs/scoring/vlmevalkit.yaml").read_text())
+    task = VQATask(scoring=cfg)
+    prompt = task._prompt("Which organ?", "mcq", ["liver", "lung"])
+    assert prompt == ("<image>\nQuestion: Which organ?\nOptions:\nA. liver\nB. lung\n"
+                      "Please select the correct answer from the options above.")
+    assert task.prompts["closed"] == DEFAULT_PROMPTS["closed"]
+    assert VQATask(scoring=cfg, prompts={"mcq": "{question}|{options}"})._prompt("Q", "mcq", ["x"]) == "Q|A. x"
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        VQATask(scoring={**cfg, "prompts": {"mcq": "{question} {hint}"}})
