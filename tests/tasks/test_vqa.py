@@ -162,3 +162,27 @@ def test_scoring_config_prompts_are_used_and_task_prompts_win():
     assert VQATask(scoring=cfg, prompts={"mcq": "{question}|{options}"})._prompt("Q", "mcq", ["x"]) == "Q|A. x"
     with pytest.raises(ValueError, match="unknown placeholder"):
         VQATask(scoring={**cfg, "prompts": {"mcq": "{question} {hint}"}})
+
+
+def test_per_category_breakdown_through_the_cli_on_synthetic_vqa(tmp_path, monkeypatch):
+    """Per-question-type accuracy and unparsed_rate come from ``subgroups=[question_type]``."""
+    from medimg_bench.cli import main
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "runs"
+    rc = main(["run", "task=vqa", "dataset=synthetic_vqa", "model=tiny_vlm", "scoring=medimg_bench",
+               "bootstrap.n_resamples=20", "progress=false", f"output_dir={out}",
+               "task.options.max_new_tokens=4", "subgroups=[question_type]", "batch_size=16"])
+    assert rc == 0
+    run = next(p.parent for p in out.rglob("summary.json"))
+    summary = json.loads((run / "summary.json").read_text())
+    samples = pd.read_parquet(run / "samples.parquet")
+    groups = summary["subgroups"]["question_type"]
+    for metric in ("accuracy", "unparsed_rate"):
+        per_group = groups[metric]["per_group"]
+        assert set(per_group) == set(samples["question_type"])
+        for name, entry in per_group.items():
+            sel = samples[samples["question_type"] == name]
+            column = sel["correct"] if metric == "accuracy" else sel["unparsed"]
+            assert entry["n"] == len(sel)
+            assert entry["value"] == pytest.approx(column.astype(float).mean())
