@@ -79,7 +79,12 @@ def subgroup_summary(
                         warnings.simplefilter("ignore")
                         return _macro(x.nanmean(0))
 
-                report = fairness_report(fn, v, None, g, min_group_size=min_group_size, small_groups="nan", higher_is_better=better)
+                try:
+                    report = fairness_report(fn, v, None, g, min_group_size=min_group_size,
+                                             small_groups="nan", higher_is_better=better)
+                except ValueError as exc:  # e.g. every group too small: say so, keep the run
+                    out[name] = {"undefined": str(exc)}
+                    continue
                 out[name] = _result(report)
         else:
             if not metric.ids:
@@ -90,9 +95,14 @@ def subgroup_summary(
                 continue
             idx = torch.as_tensor(keep, device=preds.device)
             g = np.array([groups[metric.ids[i]] for i in keep], dtype=object)
-            report = fairness_report(
-                lambda p, t, m=metric: _macro(torch.as_tensor(m.functional(p, t))),
-                preds[idx], targets[idx], g, min_group_size=min_group_size, small_groups="nan", higher_is_better=higher,
-            )
+            try:
+                report = fairness_report(
+                    lambda p, t, m=metric: _macro(torch.as_tensor(m.functional(p, t))),
+                    preds[idx], targets[idx], g, min_group_size=min_group_size, small_groups="nan",
+                    higher_is_better=higher,
+                )
+            except ValueError as exc:  # e.g. every group too small: say so, keep the run
+                out[key] = {"undefined": str(exc)}
+                continue
             out[key] = _result(report)
     return out

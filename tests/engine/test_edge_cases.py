@@ -138,3 +138,17 @@ def test_checkpoint_with_other_metric_options_is_refused(tmp_path):
     with pytest.raises(ValueError, match="belongs to another run"):
         evaluate(Mean(), ds, task="classification", metrics={"sensitivity": {"threshold": 0.3}},
                  progress=False, checkpoint=ckpt, n_resamples=5)
+
+
+def test_subgroups_where_every_group_is_too_small_do_not_crash_the_run():
+    import torch
+
+    from medimg_bench.engine.subgroups import subgroup_summary
+    from medimg_bench.registry import create_metric
+
+    m = create_metric("dice", num_classes=2)
+    pred = torch.zeros(3, 4, 4, dtype=torch.long)
+    pred[:, :2] = 1
+    m.update(pred, pred.clone(), None, ids=["a", "b", "c"])
+    out = subgroup_summary({"dice": m}, {"a": "x", "b": "y", "c": "z"}, min_group_size=2)
+    assert "undefined" in out["dice"] and "every group" in out["dice"]["undefined"]
