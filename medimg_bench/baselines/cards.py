@@ -1,0 +1,180 @@
+"""Published-baseline cards: schema, loader and the checks ``reproduce`` runs before anything.
+
+A card (``configs/baseline/<name>.yaml``) names one published result: its source, the dataset
+and split, the model and recipe, the config overrides that run it through the normal pipeline,
+and the published values with the rule for "reproduced". :func:`load_card` validates it and
+raises :class:`CardError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STATUSES",
+    "CardError",
+    "card_dir",
+    "list_cards",
+    "load_card",
+    "missing_requirements",
+    "validate_card",
+]
+
+STATUSES = ("ready", "needs_source", "needs_pieces")
+_RULES = ("ci", "abs_tol")
+_REQUIRED = ("name", "title", "status", "source", "dataset", "model", "task", "metrics", "needs")
+
+
+class CardError(ValueError):
+    """A card that fails the schema, or cannot be run as asked (names the card and field)."""
+
+
+def card_dir() -> Path:
+    """The folder holding the shipped cards (``configs/baseline``, or under
+    ``$MEDIMG_BENCH_CONFIG_DIR``)."""
+    from medimg_bench.engine.pipeline import config_dir
+
+    return Path(config_dir()) / "baseline"
+
+
+def _err(where: str, field: str, problem: str) -> CardError:
+    return CardError(f"{where}: field {field!r}: {problem}")
+
+
+def _num_or_null(v: Any) -> bool:
+    return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, Any]:
+    """Check ``card`` against the schema; returns it as a plain dict. Raises
+    :class:`CardError` naming the first bad field."""
+    if not isinstance(card, Mapping):
+        raise CardError(f"{where}: a card must be a mapping, got {type(card).__name__}")
+    card = dict(card)
+    for key in _REQUIRED:
+        if key not in card:
+            raise _err(where, key, "missing")
+    for key in ("name", "title", "task"):
+        if not isinstance(card[key], str) or not card[key]:
+            raise _err(where, key, "must be a non-empty string")
+    if card["status"] not in STATUSES:
+        raise _err(where, "status", f"{card['status']!r} is not one of {STATUSES}")
+    src = card["source"]
+    if not isinstance(src, Mapping):
+        raise _err(where, "source", "must be a mapping")
+    for key in ("paper", "table"):
+        if not isinstance(src.get(key), str) or not src.get(key):
+            raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
+    for key in ("dataset", "model"):
+        if not isinstance(card[key], Mapping) or not card[key].get("name"):
+            raise _err(where, f"{key}.name", "missing")
+    weights = card["model"].get("weights")
+    if weights not in ("scratch", "user_checkpoint", "predictions", "api"):
+        raise _err(where, "model.weights",
+                   f"{weights!r} is not one of scratch, user_checkpoint, predictions, api")
+    ov = card.get("overrides", [])
+    if not isinstance(ov, list) or not all(isinstance(o, str) and "=" in o for o in ov):
+        raise _err(where, "overrides", "must be a list of 'key=value' strings")
+    req = card.get("requires", [])
+    if not isinstance(req, list) or not all(isinstance(r, str) and ":" in r for r in req):
+        raise _err(where, "requires", "must be a list of 'kind:name' strings "
+                   "(module:<dotted>, metric:<name>, task:<name>, dataset:<name>, model:<name>)")
+    needs = card["needs"]
+    if not isinstance(needs, Mapping) or "data" not in needs:
+        raise _err(where, "needs.data", "missing (what the user must supply)")
+    if not _num_or_null(needs.get("gpu_hours")) or not _num_or_null(needs.get("cpu_minutes")):
+        raise _err(where, "needs.gpu_hours", "gpu_hours / cpu_minutes must be numbers or null")
+    mets = card["metrics"]
+    if not isinstance(mets, list) or not mets:
+        raise _err(where, "metrics", "must be a non-empty list")
+    any_null = False
+    for i, m in enumerate(mets):
+        f = f"metrics[{i}]"
+        if not isinstance(m, Mapping):
+            raise _err(where, f, "must be a mapping")
+        for key in ("metric", "convention"):
+            if not isinstance(m.get(key), str) or not m.get(key):
+                raise _err(where, f"{f}.{key}", "missing")
+        pub = m.get("published")
+        if isinstance(pub, Mapping):
+            if not pub or not all(_num_or_null(v) for v in pub.values()):
+                raise _err(where, f"{f}.published", "per-class values must be numbers or null")
+            any_null |= any(v is None for v in pub.values())
+        elif _num_or_null(pub):
+            any_null |= pub is None
+        else:
+            raise _err(where, f"{f}.published", "must be a number, null or {class: number}")
+        rule = m.get("rule", "ci")
+        if rule not in _RULES:
+            raise _err(where, f"{f}.rule", f"{rule!r} is not one of {_RULES}")
+        if rule == "abs_tol":
+            tol = m.get("tolerance")
+            if not isinstance(tol, int | float) or isinstance(tol, bool) or tol < 0:
+                raise _err(where, f"{f}.tolerance", "abs_tol needs a tolerance >= 0")
+            if not m.get("tolerance_reason"):
+                raise _err(where, f"{f}.tolerance_reason", "say why the tolerance is this wide")
+        scale = m.get("scale", 1.0)
+        if not isinstance(scale, int | float) or scale <= 0:
+            raise _err(where, f"{f}.scale", "must be a positive number (100 for percentages)")
+    if any_null and card["status"] == "ready":
+        raise _err(where, "status", "a card with null published values cannot be 'ready' "
+                   "(use needs_source)")
+    if card["status"] == "needs_pieces" and not req:
+        raise _err(where, "requires", "status needs_pieces must list what it requires")
+    exp = card["dataset"].get("expected", {})
+    if not isinstance(exp, Mapping):
+        raise _err(where, "dataset.expected", "must be a mapping")
+    return card
+
+
+def load_card(name_or_path: str | Path) -> dict[str, Any]:
+    """Read and validate a card by name (from :func:`card_dir`) or path; returns the card."""
+    import yaml
+
+    p = Path(name_or_path)
+    if p.suffix not in (".yaml", ".yml"):
+        p = card_dir() / f"{name_or_path}.yaml"
+    if not p.is_file():
+        known = ", ".join(list_cards()) or "none"
+        raise CardError(f"no baseline card {str(name_or_path)!r} ({p} not found); known: {known}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise CardError(f"{p}: not valid YAML: {exc}") from exc
+    card = validate_card(data, where=str(p))
+    card["_path"] = str(p)
+    return card
+
+
+def list_cards() -> list[str]:
+    """Names of the shipped cards, sorted."""
+    d = card_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def missing_requirements(card: Mapping[str, Any]) -> list[str]:
+    """The card's ``requires`` entries that are not available now (by import / registry)."""
+    from medimg_bench import registry as reg
+
+    regs = {"metric": reg.METRICS, "task": reg.TASKS, "dataset": reg.DATASETS, "model": reg.MODELS}
+    out = []
+    for r in card.get("requires", []):
+        kind, _, name = r.partition(":")
+        ok = False
+        if kind == "module":
+            try:
+                importlib.import_module(name)
+                ok = True
+            except Exception:  # noqa: BLE001 - any import failure means "missing"
+                ok = False
+        elif kind in regs:
+            try:
+                ok = name in regs[kind].list()
+            except Exception:  # noqa: BLE001
+                ok = False
+        if not ok:
+            out.append(r)
+    return out
