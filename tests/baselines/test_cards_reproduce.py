@@ -1,0 +1,140 @@
+"""Baseline cards: schema over every shipped card; reproduce end to end on a synthetic MedMNIST
+npz with a card made for it (verdict both ways), refusals."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from medimg_bench.baselines.cards import CardError, list_cards, load_card, validate_card
+from medimg_bench.baselines.reproduce import cli_main, reproduce, verdict_rows
+
+
+@pytest.mark.parametrize("name", list_cards())
+def test_every_card_passes_schema(name):
+    card = load_card(name)
+    assert card["name"] == name
+
+
+def test_at_least_ten_cards():
+    assert len(list_cards()) >= 10
+
+
+def _card(root, published, rule="ci", **extra):
+    m = {"metric": "auroc", "convention": "macro ROC AUC", "published": {"mean": published},
+         "rule": rule, **extra}
+    return {
+        "name": "synthetic_breast", "title": "t", "status": "ready",
+        "source": {"paper": "synthetic", "table": "none"}, "task": "classification",
+        "params": {"flag": "breastmnist"},
+        "dataset": {"name": "medmnist", "expected": {"files": ["{flag}.npz"], "npz": "{flag}.npz",
+                                                     "counts": {"train": 40, "val": 8, "test": 40}}},
+        "model": {"name": "resnet10t", "weights": "scratch"},
+        "overrides": ["dataset=medmnist", f"dataset.root={root}", "dataset.options.flag={flag}",
+                      "model=timm_resnet10t", "train.enabled=true", "train.max_steps=3",
+                      "train.batch_size=16", "task.options.multilabel=false", "bootstrap.n_resamples=50", "progress=false",
+                      "metrics=classification"],
+        "metrics": [m], "needs": {"data": "x", "gpu_hours": 0, "cpu_minutes": 1},
+    }
+
+
+@pytest.fixture(scope="module")
+def npz_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("medmnist")
+    rng = np.random.default_rng(0)
+    arrs = {}
+    for split, n in (("train", 40), ("val", 8), ("test", 40)):
+        y = rng.integers(0, 2, size=(n, 1)).astype(np.uint8)
+        x = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
+        x[y[:, 0] == 1, 8:20, 8:20] = 230  # a visible square: learnable in a few steps
+        arrs[f"{split}_images"], arrs[f"{split}_labels"] = x, y
+    np.savez(root / "breastmnist.npz", **arrs)
+    return root
+
+
+@pytest.fixture(scope="module")
+def measured(npz_root, tmp_path_factory):
+    run = tmp_path_factory.mktemp("run") / "r"
+    out = reproduce(_card(npz_root, 0.5), run_dir=run)
+    return out, run
+
+
+def test_reproduce_end_to_end_writes_table_json_plot(measured):
+    out, run = measured
+    saved = json.loads((run / "reproduce.json").read_text())
+    assert saved["rows"] == out["rows"]
+    assert (run / "reproduce.png").is_file()
+    row = out["rows"][0]
+    assert row["metric"] == "auroc" and row["measured"] is not None
+    assert row["ci_low"] <= row["measured"] <= row["ci_high"]
+
+
+def test_verdict_both_ways(measured):
+    out, run = measured
+    summary = json.loads((run / "summary.json").read_text())
+    r = out["rows"][0]
+    inside = (r["ci_low"] + r["ci_high"]) / 2
+    yes = verdict_rows(_card("x", inside), summary)[0]
+    assert yes["verdict"] == "reproduced"
+    no = verdict_rows(_card("x", r["ci_high"] + 0.05 if r["ci_high"] < 0.95 else r["ci_low"] - 0.05),
+                      summary)[0]
+    assert no["verdict"] == "not reproduced"
+    # an absolute tolerance: 0.01 away passes with tol 0.02, fails with tol 0.005
+    near = r["measured"] - 0.01
+    tol_ok = _card("x", near, rule="abs_tol", tolerance=0.02, tolerance_reason="r")
+    tol_bad = _card("x", near, rule="abs_tol", tolerance=0.005, tolerance_reason="r")
+    assert verdict_rows(tol_ok, summary)[0]["verdict"] == "reproduced"
+    assert verdict_rows(tol_bad, summary)[0]["verdict"] == "not reproduced"
+    # percentages: published 100 * x with scale 100 is the same value
+    pct = _card("x", inside * 100, scale=100)
+    assert verdict_rows(pct, summary)[0]["verdict"] == "reproduced"
+
+
+def test_wrong_split_size_refused_before_training(npz_root, tmp_path):
+    card = _card(npz_root, 0.5)
+    card["dataset"]["expected"]["counts"]["test"] = 41
+    with pytest.raises(CardError, match="test split has 40 images, the card expects 41"):
+        reproduce(card, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_file_refused(tmp_path):
+    with pytest.raises(CardError, match="lacks breastmnist.npz"):
+        reproduce(_card(tmp_path, 0.5), run_dir=tmp_path / "r")
+
+
+def test_needs_source_and_missing_pieces_refused(tmp_path):
+    card = _card(tmp_path, None)
+    card["status"] = "needs_source"
+    with pytest.raises(CardError, match="needs_source"):
+        reproduce(card)
+    card = _card(tmp_path, 0.5)
+    card["requires"] = ["module:medimg_bench.not_a_module", "metric:auroc"]
+    with pytest.raises(CardError, match="module:medimg_bench.not_a_module"):
+        reproduce(card)
+    assert cli_main(["medmnist_v2_resnet18_28", "dataset.root=/nonexistent"]) == 2
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda c: c.pop("source"), "source"),
+    (lambda c: c.update(status="done"), "status"),
+    (lambda c: c["model"].update(weights="magic"), "model.weights"),
+    (lambda c: c["metrics"][0].update(published="high"), "metrics[0].published"),
+    (lambda c: c["metrics"][0].update(rule="abs_tol"), "metrics[0].tolerance"),
+    (lambda c: c["metrics"][0]["published"].update(mean=None), "status"),
+    (lambda c: c.update(overrides=["noequals"]), "overrides"),
+])
+def test_schema_errors_name_the_field(mutate, field):
+    card = copy.deepcopy(_card("x", 0.5))
+    mutate(card)
+    with pytest.raises(CardError, match=f"field '{field.replace('[', '.').replace(']', '.')}"):
+        validate_card(card, where="c.yaml")
+
+
+def test_list(capsys):
+    assert cli_main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "medmnist_v2_resnet18_28" in out and "needs_source" in out
