@@ -73,12 +73,20 @@ def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
 
     options = dict(mcfg.get("options") or {})
     if "generative" in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels
-        return create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
+        return _checked_ids(create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None}), dataset)
     if options.get("num_classes") is None and getattr(dataset, "classes", None):
         options["num_classes"] = len(dataset.classes)
     if options.get("in_channels") is None and len(dataset):
         options["in_channels"] = _infer_channels(dataset)
-    return create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
+    return _checked_ids(create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None}), dataset)
+
+
+def _checked_ids(model: Any, dataset: Any) -> Any:
+    """Let a model that looks predictions up by id (model=predictions) warn about unknown ids."""
+    manifest = getattr(dataset, "manifest", None)
+    if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
+        model.check_ids(list(manifest["id"]))
+    return model
 
 
 def _infer_channels(dataset: Any, tries: int = 20) -> int:

@@ -66,6 +66,15 @@ class _Lookup:
     def _missing(self, sid: str) -> KeyError:
         return KeyError(f"no prediction for sample {sid!r} in {str(self.source)!r}")
 
+    def _known_ids(self) -> set[str]:
+        if hasattr(self, "scores"):
+            return set(self.scores)
+        return {p.name.removesuffix(".gz").removesuffix(".nii") for p in self.source.glob("*.nii*")}
+
+    def check_ids(self, ids: Sequence[Any]) -> int:
+        """Warn once about predictions whose id the dataset does not have; returns their count."""
+        return _warn_unknown(self._known_ids(), ids, self.source)
+
 
 class ScoresFromFile(_Lookup):
     """Class scores from a table: ``predict(batch) -> {"probs", "logits"}`` (logits = scores)."""
@@ -152,6 +161,10 @@ class AnswersFromFile(GenerativeAdapter):
                 raise ValueError(f"predictions {str(path)!r} line {n}: needs {id_column!r} and {text_column!r}")
             self.answers[str(rec[id_column])] = str(rec[text_column])
 
+    def check_ids(self, ids: Sequence[Any]) -> int:
+        """Warn once about answers whose id the dataset does not have; returns their count."""
+        return _warn_unknown(set(self.answers), ids, self.source)
+
     def identity(self) -> dict[str, Any]:
         st = self.source.stat()
         return {"source": str(self.source), "size": st.st_size, "mtime": int(st.st_mtime)}
@@ -166,6 +179,14 @@ class AnswersFromFile(GenerativeAdapter):
                 out.append(GenerationResponse(
                     error=f"no prediction for sample {sid!r} in {str(self.source)!r}", prompt=r.user))
         return out
+
+
+def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
+    extra = sorted(known - {str(i) for i in ids})
+    if extra:
+        log.warning("predictions %s: %d prediction(s) for ids the dataset does not have "
+                    "(ignored), e.g. %s", source, len(extra), extra[:5])
+    return len(extra)
 
 
 def _find(root: Path, names: Sequence[str]) -> Path | None:

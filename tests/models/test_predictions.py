@@ -72,3 +72,39 @@ def test_bad_predictions_named(tmp_path):
     (tmp_path / "predictions.csv").write_text("id,a,b\nx,0.1,0.2\n")
     with pytest.raises(ValueError, match="2 score columns.*3 classes"):
         mb.create_model("predictions", root=tmp_path, num_classes=3)
+
+
+def test_extra_predictions_one_warning_with_the_count(tmp_path, caplog):
+    import logging
+
+    (tmp_path / "predictions.csv").write_text("id,a\nx,0.1\ny,0.2\nz,0.3\n")
+    (tmp_path / "answers.jsonl").write_text('{"id": "x", "text": "yes"}\n{"id": "q", "text": "no"}\n')
+    seg = tmp_path / "seg"
+    seg.mkdir()
+    for sid in ("x", "u1", "u2"):
+        (seg / f"{sid}.nii.gz").write_bytes(b"")
+    kinds = [(mb.create_model("predictions", root=tmp_path / "predictions.csv"), 2),
+             (mb.create_model("predictions", root=tmp_path / "answers.jsonl"), 1),
+             (mb.create_model("predictions", root=seg, kind="segmentation"), 2)]
+    for model, n in kinds:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="medimg_bench.models.predictions"):
+            assert model.check_ids(["x", "w"]) == n
+        warned = [r for r in caplog.records if "ids the dataset does not have" in r.getMessage()]
+        assert len(warned) == 1 and f" {n} prediction" in warned[0].getMessage()
+        assert model.check_ids(["x", "y", "z", "q", "u1", "u2"]) == 0
+
+
+def test_pipeline_warns_about_unknown_ids(tmp_path, caplog):
+    import logging
+
+    from medimg_bench.engine.pipeline import _build_model
+
+    ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=6, size=16)
+    table = pd.DataFrame({"id": list(ds.ids) + ["stranger"]})
+    for c in ds.classes:
+        table[c] = 0.5
+    table.to_csv(tmp_path / "predictions.csv", index=False)
+    with caplog.at_level(logging.WARNING, logger="medimg_bench.models.predictions"):
+        _build_model({"name": "predictions", "options": {"root": str(tmp_path)}}, ds)
+    assert any("1 prediction(s) for ids" in r.getMessage() for r in caplog.records)
