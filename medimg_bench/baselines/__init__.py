@@ -1,2 +1,2 @@
-"""Published baselines and run comparison: ``medimg-bench compare`` (paired tests of two runs).
-Baseline cards and ``reproduce`` are not built yet (see docs/baselines.md)."""
+"""Published baselines and run comparison: baseline cards (``cards.py``), ``medimg-bench
+reproduce`` (``reproduce.py``) and ``medimg-bench compare`` (``compare.py``); see docs/baselines.md."""

@@ -138,3 +138,20 @@ def test_list(capsys):
     assert cli_main(["--list"]) == 0
     out = capsys.readouterr().out
     assert "medmnist_v2_resnet18_28" in out and "needs_source" in out
+
+
+def test_weights_of_another_architecture_name_the_first_mismatching_layer(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from medimg_bench.models.base import load_checkpoint
+
+    class Net(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(1, 4, 3)
+            self.head = torch.nn.Linear(4, width)
+
+    save_file(Net(3).state_dict(), str(tmp_path / "w.safetensors"))
+    with pytest.raises(ValueError, match=r"size mismatch for head\.weight"):
+        load_checkpoint(Net(2), tmp_path / "w.safetensors")
