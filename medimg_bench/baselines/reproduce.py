@@ -29,6 +29,13 @@ def _params(card: Mapping[str, Any], overrides: Sequence[str]) -> tuple[dict[str
     return params, rest
 
 
+def _fill(text: str, params: Mapping[str, str]) -> str:
+    """Replace ``{name}`` placeholders of the card's params (other braces, e.g. ``{}``, kept)."""
+    for k, v in params.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
 def check_dataset_root(card: Mapping[str, Any], root: str | Path,
                        params: Mapping[str, str] | None = None) -> None:
     """Refuse a dataset root that does not match the card's ``dataset.expected`` (files present,
@@ -40,7 +47,7 @@ def check_dataset_root(card: Mapping[str, Any], root: str | Path,
     if not root.exists():
         raise CardError(f"{card['name']}: dataset root {root} does not exist")
     for f in exp.get("files", []):
-        f = f.format(**params)
+        f = _fill(f, params)
         if not (root / f).exists():
             raise CardError(f"{card['name']}: dataset root {root} lacks {f} (the card expects "
                             f"{exp.get('files')})")
@@ -51,7 +58,7 @@ def check_dataset_root(card: Mapping[str, Any], root: str | Path,
     if npz and counts:
         from medimg_bench.datasets.medmnist import npz_member
 
-        path = root / npz.format(**params)
+        path = root / _fill(npz, params)
         for split, n in counts.items():
             try:
                 got = len(npz_member(path, f"{split}_labels", mmap=False))
@@ -162,7 +169,7 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     if missing:
         raise CardError(f"{name}: refused: needs pieces not available here: {', '.join(missing)}")
     params, extra = _params(card, overrides)
-    ovs = [o.format(**params) for o in card.get("overrides", [])] + list(extra)
+    ovs = [_fill(o, params) for o in card.get("overrides", [])] + list(extra)
     roots = [o.split("=", 1)[1] for o in ovs if o.startswith("dataset.root=")]
     if not roots or roots[-1] in ("???", ""):
         raise CardError(f"{name}: set dataset.root=... ({card['needs']['data']})")
