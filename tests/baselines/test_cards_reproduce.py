@@ -155,3 +155,12 @@ def test_weights_of_another_architecture_name_the_first_mismatching_layer(tmp_pa
     save_file(Net(3).state_dict(), str(tmp_path / "w.safetensors"))
     with pytest.raises(ValueError, match=r"size mismatch for head\.weight"):
         load_checkpoint(Net(2), tmp_path / "w.safetensors")
+
+
+def test_cli_subcommand_is_wired(capsys):
+    from medimg_bench.cli import main
+
+    assert main(["reproduce", "--list"]) == 0
+    assert "chexnet_nih_cxr14" in capsys.readouterr().out
+    assert main(["reproduce", "medmnist_v2_resnet18_28", "dataset.root=/x"]) == 2
+    assert "needs_source" in capsys.readouterr().out
