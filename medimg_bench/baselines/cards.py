@@ -4,6 +4,12 @@ A card (``configs/baseline/<name>.yaml``) names one published result: its source
 and split, the model and recipe, the config overrides that run it through the normal pipeline,
 and the published values with the rule for "reproduced". :func:`load_card` validates it and
 raises :class:`CardError` naming the file and the field.
+
+``source.read_from`` (required for ``status: ready``) names the text the published numbers were
+actually read from (URL, or repository + path and commit); ``source.note`` says anything the
+reader must know about that text (e.g. "values as quoted by <repo>, paper text not available
+here"). ``published_for`` (optional) maps card ``params`` to the value the published numbers
+belong to (``{flag: breastmnist}``).
 """
 
 from __future__ import annotations
@@ -68,6 +74,18 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     for key in ("paper", "table"):
         if not isinstance(src.get(key), str) or not src.get(key):
             raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
+    for key in ("read_from", "note"):
+        if key in src and (not isinstance(src[key], str) or not src[key]):
+            raise _err(where, f"source.{key}", "must be a non-empty string when present")
+    if card["status"] == "ready" and not src.get("read_from"):
+        raise _err(where, "source.read_from", "a 'ready' card must say where its published values "
+                   "were read (URL or repository + path of the text, table and page)")
+    pfor = card.get("published_for")
+    if pfor is not None:
+        params = card.get("params") or {}
+        if not isinstance(pfor, Mapping) or not pfor or not all(k in params for k in pfor):
+            raise _err(where, "published_for", "must map card params to the value the published "
+                       f"numbers are for (params: {sorted(params)})")
     for key in ("dataset", "model"):
         if not isinstance(card[key], Mapping) or not card[key].get("name"):
             raise _err(where, f"{key}.name", "missing")

@@ -28,7 +28,8 @@ def _card(root, published, rule="ci", **extra):
          "rule": rule, **extra}
     return {
         "name": "synthetic_breast", "title": "t", "status": "ready",
-        "source": {"paper": "synthetic", "table": "none"}, "task": "classification",
+        "source": {"paper": "synthetic", "table": "none", "read_from": "synthetic fixture"},
+        "task": "classification",
         "params": {"flag": "breastmnist"},
         "dataset": {"name": "medmnist", "expected": {"files": ["{flag}.npz"], "npz": "{flag}.npz",
                                                      "counts": {"train": 40, "val": 8, "test": 40}}},
@@ -126,12 +127,37 @@ def test_needs_source_and_missing_pieces_refused(tmp_path):
     (lambda c: c["metrics"][0].update(rule="abs_tol"), "metrics[0].tolerance"),
     (lambda c: c["metrics"][0]["published"].update(mean=None), "status"),
     (lambda c: c.update(overrides=["noequals"]), "overrides"),
+    (lambda c: c["source"].pop("read_from"), "source.read_from"),
+    (lambda c: c["source"].update(read_from=""), "source.read_from"),
+    (lambda c: c["source"].update(note=3), "source.note"),
+    (lambda c: c.update(published_for={"size": 28}), "published_for"),
+    (lambda c: c.update(published_for="breastmnist"), "published_for"),
 ])
 def test_schema_errors_name_the_field(mutate, field):
     card = copy.deepcopy(_card("x", 0.5))
     mutate(card)
     with pytest.raises(CardError, match=f"field '{field.replace('[', '.').replace(']', '.')}"):
         validate_card(card, where="c.yaml")
+
+
+def test_needs_source_card_may_omit_read_from_and_published_for_names_a_param():
+    card = copy.deepcopy(_card("x", None))
+    card["status"] = "needs_source"
+    card["source"].pop("read_from")
+    card["published_for"] = {"flag": "breastmnist"}
+    assert validate_card(card)["published_for"] == {"flag": "breastmnist"}
+
+
+@pytest.mark.parametrize("name", list_cards())
+def test_ready_cards_cite_the_text_read_and_needs_source_cards_say_what_was_searched(name):
+    card = load_card(name)
+    src = card["source"]
+    if card["status"] == "ready":
+        assert src["read_from"] and src["table"]
+        pubs = [m["published"] for m in card["metrics"]]
+        assert all(v is not None for p in pubs for v in (p.values() if isinstance(p, dict) else [p]))
+    else:
+        assert src.get("note"), f"{name}: a needs_source card must note what was searched"
 
 
 def test_list(capsys):
@@ -162,5 +188,5 @@ def test_cli_subcommand_is_wired(capsys):
 
     assert main(["reproduce", "--list"]) == 0
     assert "chexnet_nih_cxr14" in capsys.readouterr().out
-    assert main(["reproduce", "medmnist_v2_resnet18_28", "dataset.root=/x"]) == 2
+    assert main(["reproduce", "cholec80_tecno", "dataset.root=/x"]) == 2
     assert "needs_source" in capsys.readouterr().out
