@@ -396,7 +396,13 @@ def _keep_if_best(value: float, inner: torch.nn.Module, state: _TrainState, pati
 def _validate_epoch(model: ModelAdapter, inner: torch.nn.Module, loader: Any, metric: str | None,
                     state: _TrainState, patience: int | None, rank: int, world: int) -> None:
     """End of an epoch with ``select_on``: rank 0 evaluates ``metric`` on the validation loader
-    (the unwrapped module, eval mode), every rank receives the value and keeps the same epoch."""
+    (the unwrapped module, eval mode) with rank 0's buffers on every rank; every rank receives the
+    value and keeps the same epoch (identical weights)."""
+    if world > 1:  # the last forward left each rank's own batch-norm statistics: take rank 0's
+        import torch.distributed as dist
+
+        for buf in inner.buffers():
+            dist.broadcast(buf.data, src=0)
     value = float("nan")
     if rank == 0:
         wrapped = model.module

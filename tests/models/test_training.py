@@ -209,3 +209,34 @@ def test_fit_config_options_from_a_train_node():
     assert fit_config_options(node) == {"optimizer": "adam", "epochs": 100, "lr_milestones": [50, 75],
                                         "lr_gamma": 0.1, "select_on": "auroc", "drop_last": False}
     assert fit_config_options({"enabled": True}) == {}
+
+
+def _select_worker(rank, world, port, out_dir):
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        model = _toy_model(1)
+        res = fit(model, _Toy(40), loss_fn=_LOSS, epochs=4, batch_size=16, lr=0.05, optimizer="sgd",
+                  lr_milestones=[2], lr_gamma=1000.0, drop_last=False, val_dataset=_Toy(40, seed=1),
+                  select_on="auroc", progress=False)
+        torch.save({"curve": res.val_curve, "best": res.best_epoch, "state": model.module.state_dict()},
+                   os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_select_on_under_two_gloo_processes_keeps_one_epoch_on_every_rank(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(_select_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    r0 = torch.load(tmp_path / "rank0.pt", weights_only=True)
+    r1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
+    assert len(r0["curve"]) == 4 and r0["curve"] == r1["curve"] and r0["best"] == r1["best"]
+    for k, v in r0["state"].items():  # weights and batch-norm buffers: rank 0's on both
+        assert torch.equal(v, r1["state"][k]), k
