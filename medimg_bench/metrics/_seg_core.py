@@ -16,11 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench.metrics import _surface_batched
 from medimg_bench.metrics._surface import (
     SurfaceDistances,
     class_surface_distances,
     distance_metric_value,
 )
+from medimg_bench.metrics._surface_batched import case_distance_metrics
 from medimg_bench.metrics._surface_torch import (
     label_boxes_torch,
     onehot_boxes_torch,
@@ -251,6 +253,8 @@ def compute_scores(
     device = preds[0].device if preds else torch.device("cpu")
     targets = [t.to(device) for t in targets]  # mixed devices: compute where the prediction is
     use_torch = resolve_backend(backend, device) == "torch"
+    # all classes of a case at once off the CPU (launch- and sync-bound per class on a GPU)
+    batched = use_torch and _surface_batched.ENABLED and (device.type != "cpu" or _surface_batched.FORCE)
     if one_hot:
         k = preds[0].shape[0] if preds else (num_classes or 0)
         if num_classes is not None and k != num_classes:
@@ -286,6 +290,7 @@ def compute_scores(
         fill = diag if fill is None else float(fill)
         voxel = float(np.prod(sp))
         on_device: list[tuple[int, tuple[torch.Tensor, ...]]] = []  # (class column, distances)
+        batch_items: list[tuple[int, int, tuple[slice, ...]]] = []  # (class column, class, box)
         if want_dist and use_torch:
             pn, tn = p, t
             boxer = onehot_boxes_torch if one_hot else label_boxes_torch
@@ -311,6 +316,9 @@ def compute_scores(
                     v = conv.empty_value(m, pred_empty=pe, target_empty=te)
                     out[m][b, j] = fill if v == EMPTY_DISTANCE else float(v)
             if not want_dist or pe or te:
+                continue
+            if batched:
+                batch_items.append((j, cls, _union(boxes_p[cls], boxes_t[cls])))
                 continue
             if use_torch:
                 box = _union(boxes_p[cls], boxes_t[cls])
@@ -340,6 +348,21 @@ def compute_scores(
                 out[m][b, j] = distance_metric_value(
                     sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
                 )
+        if batch_items:
+            try:
+                values = case_distance_metrics(
+                    pn, tn, batch_items, sp, conv, want_dist, one_hot=one_hot,
+                    percentile=percentile, tolerance=tolerance, directed=directed,
+                    chunk_bytes=chunk_bytes)
+            except torch.cuda.OutOfMemoryError as err:
+                raise RuntimeError(
+                    f"case {b}: out of GPU memory computing surface distances of "
+                    f"{len(batch_items)} classes; pass a smaller chunk_mb (now "
+                    f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
+                ) from err
+            for j, vals in values.items():
+                for m in want_dist:
+                    out[m][b, j] = vals[m]
         if on_device:
             # every class of the case comes to the host in one copy
             parts = [x for _, four in on_device for x in four]

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from medimg_bench.metrics import _minplus_triton
 from medimg_bench.metrics._surface import SurfaceDistances, _surfel_table
 
 __all__ = [
@@ -53,17 +54,18 @@ def _pad(mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _edges(padded: torch.Tensor) -> torch.Tensor:
+def _edges(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
     """Voxels of the un-padded mask with a face neighbour outside it: ``m & ~erode(m)``.
 
     The erosion with the cross (4/6-neighbour) structuring element is the AND of the mask's
-    ``2·d`` face-shifted copies; with the zero padding the border value is 0.
+    ``2·d`` face-shifted copies; with the zero padding the border value is 0. The first ``lead``
+    axes are batch axes (not padded, not eroded).
     """
-    nd = padded.ndim
-    inner = tuple(slice(1, -1) for _ in range(nd))
+    nd = padded.ndim - lead
+    inner = (slice(None),) * lead + tuple(slice(1, -1) for _ in range(nd))
     core = padded[inner]
     eroded = core.clone()
-    for ax in range(nd):
+    for ax in range(lead, lead + nd):
         for lo, hi in ((0, -2), (2, None)):
             sl = list(inner)
             sl[ax] = slice(lo, hi)
@@ -71,14 +73,16 @@ def _edges(padded: torch.Tensor) -> torch.Tensor:
     return core & ~eroded
 
 
-def _neighbour_codes(padded: torch.Tensor) -> torch.Tensor:
-    """The 2^d neighbourhood code (uint8) of every corner point, in DeepMind's bit order."""
-    nd = padded.ndim
-    out_shape = tuple(s - 1 for s in padded.shape)
-    code = torch.zeros(out_shape, dtype=torch.uint8, device=padded.device)
+def _neighbour_codes(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
+    """The 2^d neighbourhood code (uint8) of every corner point, in DeepMind's bit order (the
+    first ``lead`` axes are batch axes)."""
+    nd = padded.ndim - lead
+    batch = tuple(padded.shape[:lead])
+    out_shape = tuple(s - 1 for s in padded.shape[lead:])
+    code = torch.zeros(batch + out_shape, dtype=torch.uint8, device=padded.device)
     n_bits = 2**nd
     for flat, off in enumerate(itertools.product((0, 1), repeat=nd)):
-        sl = tuple(slice(o, o + n) for o, n in zip(off, out_shape))
+        sl = (slice(None),) * lead + tuple(slice(o, o + n) for o, n in zip(off, out_shape))
         code |= padded[sl].to(torch.uint8) * (1 << (n_bits - 1 - flat))
     return code
 
@@ -163,6 +167,8 @@ def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
     if window is None or 2 * window + 1 >= n:
         diff = coord[:, None] - coord[None, :]
         table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
+        if _minplus_triton.available(g):  # one fused kernel, nothing of size rows × n × n
+            return _minplus_triton.min_plus_axis(g, axis, table, chunk_bytes)
         rows = max(1, chunk_bytes // (8 * per_row * n))
         for i in range(0, gv.shape[0], rows):
             part = gv[i : i + rows].movedim(ax, -1)
