@@ -153,11 +153,12 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
         train_info = {"resumed_from": str(weights)}
     elif tcfg.get("enabled"):
         from medimg_bench.engine.runner import resolve_device
-        from medimg_bench.models.training import fit
+        from medimg_bench.models.training import fit, fit_config_options
 
         if not dcfg.get("train_split"):
             raise ValueError(f"train.enabled=true but dataset {dcfg['name']!r} has no train_split")
         train_set = build_dataset(dcfg, dcfg["train_split"])
+        val_set = build_dataset(dcfg, tcfg.get("val_split") or "val") if tcfg.get("select_on") else None
         model.to(resolve_device(device))
         tr = fit(
             model, train_set, loss_fn=task.loss, max_steps=int(tcfg["max_steps"]),
@@ -165,9 +166,13 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
             weight_decay=float(tcfg.get("weight_decay", 0.0)), batch_size=int(tcfg["batch_size"]),
             seed=int(c["seed"]), progress=bool(c.get("progress", True)) and rank == 0,
             cache=bool(tcfg.get("cache", False)), num_workers=int(tcfg.get("num_workers", 0)),
+            val_dataset=val_set, **fit_config_options(tcfg),
         )
         train_info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
                       "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
+        if tr.best_epoch is not None:  # train.select_on: the epoch kept and the validation curve
+            train_info.update(select_on=tcfg["select_on"], n_val=len(val_set), best_epoch=tr.best_epoch,
+                              best_val=tr.best_val, val_curve=[[e, v] for e, v in tr.val_curve])
         if rank == 0:
             from safetensors.torch import save_file
 
