@@ -117,6 +117,14 @@ def _case(name, seg, sp, shift, args) -> None:
         t, out = _best(lambda: _ours(pd_, td_, k, sp, "torch"), args.repeat, args.device)
         print(f"  {'torch ' + method + ' (' + args.device + ')':<28} {t:8.3f} s   {t_cpu / t:6.1f}x kdtree"
               f"   max |diff| vs kdtree {_diff(out, ref):.1e}")
+        if method == "batched" and args.steps:
+            _surface_batched.TIMINGS = {}
+            t0 = time.perf_counter()
+            _ours(pd_, td_, k, sp, "torch")
+            total = time.perf_counter() - t0
+            steps = ", ".join(f"{k_} {v * 1e3:.1f}" for k_, v in _surface_batched.TIMINGS.items())
+            print(f"    steps (synchronised, ms): {steps}; total {total * 1e3:.1f}")
+            _surface_batched.TIMINGS = None
     _surface_torch.DEFAULT_METHOD = "auto"
     _surface_batched.ENABLED = True
     if args.profile:
@@ -128,6 +136,8 @@ def _case(name, seg, sp, shift, args) -> None:
             _sync(args.device)
         key = "cuda_time_total" if args.device.startswith("cuda") else "cpu_time_total"
         print(prof.key_averages().table(sort_by=key, row_limit=12))
+    if args.no_monai:
+        return
     try:
         import monai  # noqa: F401
     except ImportError:
@@ -180,6 +190,8 @@ def main() -> None:
                     help="batched: all classes of a case at once (the default path on GPUs); "
                          "auto / edt / brute: the per-class path with that search")
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--steps", action="store_true", help="time the batched path's steps")
+    ap.add_argument("--no-monai", action="store_true", help="skip MONAI (68 s on the full-resolution case)")
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top operations")
     args = ap.parse_args()
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"

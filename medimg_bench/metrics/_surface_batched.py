@@ -31,35 +31,49 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from medimg_bench.metrics import _minplus_triton
 from medimg_bench.metrics._surface import SurfaceDistances, _surfel_table, distance_metric_value
 from medimg_bench.metrics._surface_torch import (
     CHUNK_BYTES,
     CPU_CHUNK_BYTES,
     _edges,
     _neighbour_codes,
-    squared_edt,
+    first_axis_pass,
+    other_axes_passes,
 )
 from medimg_bench.metrics.seg_conventions import SegConvention
 
 __all__ = ["GROUP_SLACK", "case_distance_metrics", "plan_groups", "numpy_linear_percentile"]
 
+#: Half-width (voxels) of the min-plus window along the axes after the first: a point whose
+#: windowed distance is not provably exact (a seed beyond the window could be nearer) is searched
+#: exactly over its whole plane of the first pass.
+WINDOW = 16
 #: Whether ``backend="torch"`` uses this path off the CPU (the benchmark compares it with the
 #: per-class path by switching it off).
 ENABLED = True
+#: Set to a dict to collect device-synchronised seconds per step (benchmarks only).
+TIMINGS: dict[str, float] | None = None
 #: Use this path for torch-backend CPU tensors too (tests; the CPU default is the KD-tree).
 FORCE = False
 #: A group's padded volume may be at most this multiple of its classes' own box volumes.
 GROUP_SLACK = 2.0
-#: Device bytes per voxel of a group's padded box: two float64 transforms and the masks.
-BYTES_PER_VOXEL = 24
+#: On a GPU a group may also waste this many padding voxels: fewer groups, fewer launches and
+#: synchronisations (a group's fixed cost is a few ms; a padding voxel's well under a ns).
+GPU_WASTE_VOXELS = 8_000_000
+#: Device bytes per voxel of a group's padded box: the first pass and the transform (float64,
+#: both surfaces) and the masks.
+BYTES_PER_VOXEL = 40
 
 Item = tuple[int, int, tuple[slice, ...]]  # (output column, class, bounding box)
 
 
-def plan_groups(shapes: Sequence[tuple[int, ...]], budget_bytes: int) -> list[list[int]]:
+def plan_groups(shapes: Sequence[tuple[int, ...]], budget_bytes: int, *,
+                waste_voxels: int = 0) -> list[list[int]]:
     """Indices of ``shapes`` cut into groups processed together: largest boxes first; a group
     takes the next box while its padded stack (every box padded to the group's largest extent
-    per axis) stays within ``GROUP_SLACK`` × its own volume and ``budget_bytes``."""
+    per axis) stays within ``budget_bytes`` and wastes at most ``GROUP_SLACK`` × its own volume
+    or ``waste_voxels`` voxels (a group costs a fixed overhead; padding costs per voxel)."""
     vol = [math.prod(s) for s in shapes]
     order = sorted(range(len(shapes)), key=lambda i: -vol[i])
     groups: list[list[int]] = []
@@ -71,7 +85,9 @@ def plan_groups(shapes: Sequence[tuple[int, ...]], budget_bytes: int) -> list[li
         if cur:
             grown = tuple(max(a, b) for a, b in zip(cur_max, s))
             padded = math.prod(grown) * (len(cur) + 1)
-            if padded <= GROUP_SLACK * (cur_sum + vol[i]) and padded * BYTES_PER_VOXEL <= budget_bytes:
+            own = cur_sum + vol[i]
+            cheap = padded <= GROUP_SLACK * own or padded - own <= waste_voxels
+            if cheap and padded * BYTES_PER_VOXEL <= budget_bytes:
                 cur.append(i)
                 cur_max, cur_sum = grown, cur_sum + vol[i]
                 continue
@@ -126,6 +142,30 @@ def _stack(p: torch.Tensor, t: torch.Tensor, items: list[Item], one_hot: bool,
     return ps, ts
 
 
+class _Clock:
+    """Adds device-synchronised step times to :data:`TIMINGS` when it is set."""
+
+    def __init__(self, dev: torch.device) -> None:
+        self.on = TIMINGS is not None
+        self.dev = dev
+        self.t = self._now()
+
+    def _now(self) -> float:
+        if not self.on:
+            return 0.0
+        import time
+
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize(self.dev)
+        return time.perf_counter()
+
+    def __call__(self, step: str) -> None:
+        if self.on:
+            now = self._now()
+            TIMINGS[step] = TIMINGS.get(step, 0.0) + now - self.t  # type: ignore[index]
+            self.t = now
+
+
 def _sqrt(x: torch.Tensor) -> torch.Tensor:
     """Correctly rounded float64 square roots: CUDA's ``sqrt`` is; on the CPU NumPy's is used."""
     if x.device.type == "cuda":
@@ -140,86 +180,63 @@ def _segment_order(values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
     return values[o1[o2]]
 
 
-class _Direction:
-    """Per-class statistics of one direction's distances, gathered on the device."""
-
-    def __init__(self, d: torch.Tensor, counts: np.ndarray, tol: float | None) -> None:
-        dev = d.device
-        self.counts = counts
-        lengths = torch.from_numpy(counts).to(dev)
-        self.sums = torch.segment_reduce(d, "sum", lengths=lengths)
-        self.seg = torch.repeat_interleave(torch.arange(len(counts), device=dev), lengths,
-                                           output_size=int(counts.sum()))
-        self.within = (torch.bincount(self.seg[d <= tol], minlength=len(counts))
-                       if tol is not None else None)
-        self.d = d
-        self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-
-
 def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: np.ndarray,
                   conv: SegConvention, metrics: Sequence[str], percentile: float | None,
                   tolerance: float, directed: bool) -> list[dict[str, float]]:
-    """Metric values per class from the distances of a group (edge surfaces, unit weights)."""
-    want_nsd = "nsd" in metrics
-    fwd = _Direction(d_pt, n_p, tolerance if want_nsd else None)
-    bwd = _Direction(d_tp, n_t, tolerance if want_nsd else None)
-    b = len(n_p)
+    """Metric values per class from the distances of a group (edge surfaces, unit weights).
+
+    Both directions are one array of ``2B`` segments (class ``i`` forwards is segment ``i``,
+    backwards ``B + i``): one segmented sort, one segmented sum, one count within the tolerance,
+    and one gather of the order statistics the percentiles read, copied to the host at once."""
+    b, dev = len(n_p), d_pt.device
+    lengths = np.concatenate([n_p, n_t])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    d = torch.cat([d_pt, d_tp])
+    seg = torch.repeat_interleave(torch.arange(2 * b, device=dev), torch.from_numpy(lengths).to(dev),
+                                  output_size=int(lengths.sum()))
     qs = sorted({(percentile if m == "hausdorff" else (95.0 if percentile is None else percentile))
                  for m in metrics if m in ("hausdorff", "hd95")} - {None}, key=float)
     want_max = "hausdorff" in metrics and percentile is None
     pooled = conv.percentile_rule == "pooled" and not directed
-    # the order statistics to read: (array, flat index) in one gather per sorted array
-    picks: dict[str, list[int]] = {"fwd": [], "bwd": [], "pool": []}
+    # flat indexes into the sorted arrays: "dir" (2B segments) and "pool" (B segments of both)
+    picks: dict[str, list[int]] = {"dir": [], "pool": []}
     plan: list[dict] = [{} for _ in range(b)]
-    srt_fwd = _segment_order(fwd.d, fwd.seg) if (qs or want_max) else None
-    srt_bwd = _segment_order(bwd.d, bwd.seg) if (qs or want_max) and not directed else None
-    srt_pool = None
-    if qs and pooled:
-        both = torch.cat([fwd.d, bwd.d])
-        srt_pool = _segment_order(both, torch.cat([fwd.seg, bwd.seg]))
-        pool_counts = n_p + n_t
-        pool_starts = np.concatenate([[0], np.cumsum(pool_counts)[:-1]])
+    sides = (0,) if directed else (0, 1)
+    pool_starts = np.concatenate([[0], np.cumsum(n_p + n_t)[:-1]])
     for i in range(b):
         if want_max:
-            plan[i]["max"] = [("fwd", len(picks["fwd"]))]
-            picks["fwd"].append(fwd.starts[i] + n_p[i] - 1)
-            if not directed:
-                plan[i]["max"].append(("bwd", len(picks["bwd"])))
-                picks["bwd"].append(bwd.starts[i] + n_t[i] - 1)
+            plan[i]["max"] = []
+            for side in sides:
+                plan[i]["max"].append(len(picks["dir"]))
+                picks["dir"].append(starts[side * b + i] + lengths[side * b + i] - 1)
         for q in qs:
-            if pooled:
-                n = int(pool_counts[i])
-                lo, hi = percentile_ranks(n, q)
-                plan[i][q] = [("pool", len(picks["pool"]), n)]
-                picks["pool"] += [pool_starts[i] + lo, pool_starts[i] + hi]
-                continue
             plan[i][q] = []
-            for key, st, cnt in (("fwd", fwd.starts, n_p), ("bwd", bwd.starts, n_t)):
-                if key == "bwd" and directed:
-                    continue
-                n = int(cnt[i])
+            runs = ([("pool", pool_starts[i], int(n_p[i] + n_t[i]))] if pooled else
+                    [("dir", starts[side * b + i], int(lengths[side * b + i])) for side in sides])
+            for key, start, n in runs:
                 lo, hi = percentile_ranks(n, q)
                 plan[i][q].append((key, len(picks[key]), n))
-                picks[key] += [st[i] + lo, st[i] + hi]
-    parts = [fwd.sums, bwd.sums]
-    if fwd.within is not None:
-        parts += [fwd.within.double(), bwd.within.double()]
-    for key, srt in (("fwd", srt_fwd), ("bwd", srt_bwd), ("pool", srt_pool)):
-        if picks[key]:
-            idx = torch.as_tensor(np.asarray(picks[key], dtype=np.int64), device=fwd.d.device)
-            parts.append(srt[idx])  # type: ignore[index]
+                picks[key] += [start + lo, start + hi]
+    parts = [torch.segment_reduce(d, "sum", lengths=torch.from_numpy(lengths).to(dev))]
+    if "nsd" in metrics:
+        parts.append(torch.bincount(seg[d <= tolerance], minlength=2 * b).double())
+    if picks["dir"]:
+        parts.append(_segment_order(d, seg)[torch.as_tensor(np.asarray(picks["dir"]), device=dev)])
+    if picks["pool"]:
+        pool_seg = torch.where(seg >= b, seg - b, seg)
+        srt = _segment_order(d, pool_seg)
+        parts.append(srt[torch.as_tensor(np.asarray(picks["pool"]), device=dev)])
     host = torch.cat(parts).cpu().numpy()  # the group's only device → host copy of results
-    sums_p, sums_t = host[:b], host[b : 2 * b]
+    sums = host[: 2 * b]
     pos = 2 * b
-    within_p = within_t = None
-    if fwd.within is not None:
-        within_p, within_t = host[pos : pos + b], host[pos + b : pos + 2 * b]
+    within = None
+    if "nsd" in metrics:
+        within = host[pos : pos + 2 * b]
         pos += 2 * b
-    got: dict[str, np.ndarray] = {}
-    for key in ("fwd", "bwd", "pool"):
-        if picks[key]:
-            got[key] = host[pos : pos + len(picks[key])]
-            pos += len(picks[key])
+    got = {}
+    for key in ("dir", "pool"):
+        got[key] = host[pos : pos + len(picks[key])]
+        pos += len(picks[key])
 
     def pct(entry: tuple[str, int, int], q: float) -> float:
         key, k, n = entry
@@ -229,26 +246,26 @@ def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: 
     for i in range(b):
         vals: dict[str, float] = {}
         npi, nti = float(n_p[i]), float(n_t[i])
-        mean_p = float(sums_p[i] / npi)
-        mean_t = float(sums_t[i] / nti)
+        sum_p, sum_t = sums[i], sums[b + i]
+        mean_p, mean_t = float(sum_p / npi), float(sum_t / nti)
         for m in metrics:
             if m in ("hausdorff", "hd95"):
                 q = percentile if m == "hausdorff" else (95.0 if percentile is None else percentile)
                 if q is None:
-                    vals[m] = float(max(got[k][j] for k, j in plan[i]["max"]))
-                    continue
-                vals[m] = max(pct(e, q) for e in plan[i][q])
+                    vals[m] = float(max(got["dir"][k] for k in plan[i]["max"]))
+                else:
+                    vals[m] = max(pct(e, q) for e in plan[i][q])
             elif m == "assd":
                 if directed:
                     vals[m] = mean_p
                 elif conv.assd_rule == "mean_of_means":
                     vals[m] = 0.5 * (mean_p + mean_t)
                 else:
-                    vals[m] = float((sums_p[i] + sums_t[i]) / (npi + nti))
+                    vals[m] = float((sum_p + sum_t) / (npi + nti))
             elif m == "masd":
                 vals[m] = mean_p if directed else 0.5 * (mean_p + mean_t)
             elif m == "nsd":
-                vals[m] = float(within_p[i] + within_t[i]) / (npi + nti)  # type: ignore[index]
+                vals[m] = float(within[i] + within[b + i]) / (npi + nti)  # type: ignore[index]
         out.append(vals)
     return out
 
@@ -263,10 +280,12 @@ def case_distance_metrics(
     every item's masks are non-empty in both."""
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if p.device.type != "cpu" else CPU_CHUNK_BYTES
-    budget = max(4 * chunk_bytes, 64 << 20)
+    # groups are bigger than the chunks of the passes: fewer groups, fewer synchronisations
+    budget = max((16 if p.device.type == "cuda" else 4) * chunk_bytes, 64 << 20)
     shapes = [tuple(sl.stop - sl.start for sl in box) for _, _, box in items]
     results: dict[int, dict[str, float]] = {}
-    for group in plan_groups(shapes, budget):
+    waste = GPU_WASTE_VOXELS if p.device.type == "cuda" else 0
+    for group in plan_groups(shapes, budget, waste_voxels=waste):
         sub = [items[i] for i in group]
         shape = tuple(max(shapes[i][k] for i in group) for k in range(len(shapes[group[0]])))
         results.update(_group_metrics(p, t, sub, shape, spacing, conv, metrics, one_hot=one_hot,
@@ -275,10 +294,52 @@ def case_distance_metrics(
     return results
 
 
+def _exact_far(sp, st, g1, d2_pt, d2_tp, bound, coords, chunk_bytes, full_cost):
+    """Replace the windowed transform's values that are not provably exact (at or above
+    ``bound``, the squared distance of the nearest seed the window may have missed) by the exact
+    minimum over the query's whole plane of the first pass ``g1`` (``g1[item, i0] + T1[i1] + …``,
+    added in axis order like the passes) — or return ``None`` when that costs more than
+    ``full_cost`` (the transform over whole axes), for the caller to redo it."""
+    b = sp.shape[0]
+    far_p, far_t = d2_pt >= bound, d2_tp >= bound
+    n_far = int(far_p.sum() + far_t.sum())
+    if n_far == 0:
+        return d2_pt, d2_tp
+    plane = math.prod(g1.shape[2:])
+    if n_far * plane > full_cost:
+        return None
+    tables = []
+    for c in coords[1:]:
+        diff = c[:, None] - c[None, :]
+        tables.append(diff * diff)
+    for d2, far, q_mask, offset in ((d2_pt, far_p, sp, 0), (d2_tp, far_t, st, b)):
+        pos = torch.nonzero(far).squeeze(1)
+        if pos.numel() == 0:
+            continue
+        q = torch.nonzero(q_mask)[pos]  # (item, i0, i1, ...) in the same order as d2
+        if len(tables) == 2 and _minplus_triton.available(g1):
+            planes = (q[:, 0] + offset) * g1.shape[1] + q[:, 1]
+            d2[pos] = _minplus_triton.plane_min(g1.view(-1, *g1.shape[2:]), planes, q[:, 2], q[:, 3],
+                                                tables[0], tables[1])
+            continue
+        step = max(1, chunk_bytes // (8 * plane))
+        for a in range(0, q.shape[0], step):
+            qi = q[a : a + step]
+            vals = g1[qi[:, 0] + offset, qi[:, 1]]  # the seeds of the other surface
+            for k, table in enumerate(tables):
+                shape = [qi.shape[0]] + [1] * len(tables)
+                shape[1 + k] = table.shape[1]
+                vals = vals + table[qi[:, 2 + k]].view(shape)
+            d2[pos[a : a + step]] = vals.flatten(1).amin(1)
+    return d2_pt, d2_tp
+
+
 def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, percentile, tolerance,
                    directed, chunk_bytes) -> dict[int, dict[str, float]]:
+    clock = _Clock(p.device)
     ps, ts = _stack(p, t, items, one_hot, shape)
     b = len(items)
+    clock("stack")
     if conv.surface == "edge":
         sp, st = _edges(ps, lead=1), _edges(ts, lead=1)
         wp = wt = None
@@ -290,17 +351,36 @@ def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, perce
         wp, wt = table[cp[sp].long()], table[ct[st].long()]
         del cp, ct
     del ps, ts
+    clock("surfaces")
     dev = sp.device
     coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s)
               for n, s in zip(sp.shape[1:], spacing)]
-    g = squared_edt(torch.cat([st, sp]), coords, chunk_bytes=chunk_bytes)
+    win: list[int | None] = [None] + [WINDOW if 2 * WINDOW + 1 < n else None for n in sp.shape[2:]]
+    g1 = first_axis_pass(torch.cat([st, sp]), coords[0])
+    bounds = [((w + 1) * float(s)) ** 2 for w, s in zip(win[1:], spacing[1:]) if w is not None]
+    clock("first pass")
+    g = other_axes_passes(g1.clone() if bounds else g1, coords, chunk_bytes=chunk_bytes, window=win)
+    clock("min-plus passes")
     d2_pt, d2_tp = g[:b][sp], g[b:][st]
     del g
+    if bounds:
+        # margin for the rounding of the excluded seeds' sums
+        full_cost = g1.numel() * sum(g1.shape[2:])
+        exact = _exact_far(sp, st, g1, d2_pt, d2_tp, min(bounds) * (1 - 1e-9), coords,
+                           chunk_bytes, full_cost)
+        if exact is None:
+            g = other_axes_passes(g1, coords, chunk_bytes=chunk_bytes)
+            exact = g[:b][sp], g[b:][st]
+            del g
+        d2_pt, d2_tp = exact
+    del g1
+    clock("far points")
     counts = torch.stack([sp.flatten(1).sum(1), st.flatten(1).sum(1)]).cpu().numpy()
     n_p, n_t = counts[0], counts[1]
     if wp is None:
         stats = _device_stats(_sqrt(d2_pt), _sqrt(d2_tp), n_p, n_t, conv, metrics, percentile,
                               tolerance, directed)
+        clock("statistics")
         return {j: v for (j, _, _), v in zip(items, stats)}
     parts = [d2_pt, d2_tp] + ([wp, wt] if wp is not None else [])
     host = torch.cat(parts).cpu().numpy()

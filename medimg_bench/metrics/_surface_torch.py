@@ -160,21 +160,24 @@ def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
     contiguous ``(B, n0, ...)`` tensor), over all ``y`` or, with ``window``, over
     ``|y − x| ≤ window`` (the exact minimum over those ``y``); chunked over ``B × n0`` rows."""
     n = g.shape[axis]
+    full = window is None or 2 * window + 1 >= n
+    if _minplus_triton.available(g):  # one fused kernel, nothing of size rows × n × window
+        diff = coord[:, None] - coord[None, :]
+        return _minplus_triton.min_plus_axis(g, axis, diff * diff, chunk_bytes,
+                                             window=None if full else int(window))  # type: ignore[arg-type]
     gv = g.reshape(g.shape[0] * g.shape[1], *g.shape[2:])
     ax = axis - 1
     out = torch.empty_like(gv)
     per_row = max(1, gv[0].numel())
-    if window is None or 2 * window + 1 >= n:
+    if full:
         diff = coord[:, None] - coord[None, :]
         table = diff * diff  # (x, y): query x, seed y, the brute force's (a − b)²
-        if _minplus_triton.available(g):  # one fused kernel, nothing of size rows × n × n
-            return _minplus_triton.min_plus_axis(g, axis, table, chunk_bytes)
         rows = max(1, chunk_bytes // (8 * per_row * n))
         for i in range(0, gv.shape[0], rows):
             part = gv[i : i + rows].movedim(ax, -1)
             out[i : i + rows] = torch.amin(part[..., None, :] + table, dim=-1).movedim(-1, ax)
         return out.view(g.shape)
-    w = int(window)
+    w = int(window)  # type: ignore[arg-type]
     # coordinates of the padded positions, index × spacing: the same products as ``coord``
     cpad = torch.arange(-w, n + w, dtype=coord.dtype, device=coord.device) * coord[1]
     diff = coord[:, None] - cpad.unfold(0, 2 * w + 1, 1)  # (x, offset)
@@ -205,21 +208,34 @@ def squared_edt(
     over those seeds only (see :func:`surface_distance_tensors` for when that is the true one)."""
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if seeds.device.type != "cpu" else CPU_CHUNK_BYTES
+    g = first_axis_pass(seeds, coords[0])
+    return other_axes_passes(g, coords, chunk_bytes=chunk_bytes, window=window)
+
+
+def other_axes_passes(g: torch.Tensor, coords: list[torch.Tensor], *, chunk_bytes: int,
+                      window: Sequence[int | None] | None = None) -> torch.Tensor:
+    """The min-plus passes of :func:`squared_edt` after the first axis (``g`` may be updated in
+    place)."""
+    for k in range(1, g.ndim - 1):
+        g = _min_plus(g, k + 1, coords[k], chunk_bytes, None if window is None else window[k])
+    return g
+
+
+def first_axis_pass(seeds: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
+    """Squared distance (float64) along the first spatial axis to the nearest seed of the same
+    column (``inf`` for a column without seeds): prefix max/min scans of seed indexes."""
+    if _minplus_triton.available(seeds):
+        return _minplus_triton.first_axis_pass(seeds, c0)
     n0 = seeds.shape[1]
     view = (1, n0) + (1,) * (seeds.ndim - 2)
     idx = torch.arange(n0, device=seeds.device, dtype=torch.int32).view(view)
     left = torch.where(seeds, idx, -1).cummax(1).values
     right = torch.where(seeds, idx, n0).flip(1).cummin(1).values.flip(1)
-    c0 = coords[0]
     x = c0.view(view)
     inf = torch.tensor(math.inf, dtype=torch.float64, device=seeds.device)
     dl = x - c0[left.clamp(min=0).long()]
     dr = c0[right.clamp(max=n0 - 1).long()] - x
-    g = torch.minimum(torch.where(left >= 0, dl * dl, inf), torch.where(right < n0, dr * dr, inf))
-    del left, right, dl, dr
-    for k in range(1, seeds.ndim - 1):
-        g = _min_plus(g, k + 1, coords[k], chunk_bytes, None if window is None else window[k])
-    return g
+    return torch.minimum(torch.where(left >= 0, dl * dl, inf), torch.where(right < n0, dr * dr, inf))
 
 
 def _surfaces(pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str):
@@ -346,20 +362,20 @@ def _boxes_from_presence(presence: list[np.ndarray], keys: list[int]) -> dict[in
 
 
 def label_boxes_torch(lab: torch.Tensor, classes: list[int]) -> dict[int, Box]:
-    """Bounding box of every class of a label map, from one ``bincount`` per axis on its device."""
+    """Bounding box of every class of a label map, from one presence table per axis on its
+    device (a scatter of ``True``: no counting, so no atomic contention on the background)."""
     if lab.numel() == 0:
         return dict.fromkeys(classes)
     k = max(classes) + 1
-    flat = lab.long()
-    presence = []
+    flat = lab.long().clamp(max=k)  # labels >= k land in a spare column
+    tables = []
     for ax, size in enumerate(lab.shape):
-        view = [1] * lab.ndim
-        view[ax] = size
-        coord = torch.arange(size, device=lab.device).view(view)
-        keys = (flat.clamp(max=k) * size + coord).reshape(-1)  # labels >= k land in a spare row
-        counts = torch.bincount(keys, minlength=(k + 1) * size)[: k * size]
-        presence.append((counts.view(k, size) > 0).cpu().numpy())
-    return _boxes_from_presence([p[classes] for p in presence], classes)
+        rows = flat.movedim(ax, 0).reshape(size, -1)
+        pres = torch.zeros(size, k + 1, dtype=torch.bool, device=lab.device)
+        tables.append(pres.scatter_(1, rows, True)[:, :k].T)
+    host = torch.cat(tables, dim=1).cpu().numpy()  # one copy for all axes
+    cuts = np.cumsum([0] + list(lab.shape))
+    return _boxes_from_presence([host[classes, a:z] for a, z in zip(cuts[:-1], cuts[1:])], classes)
 
 
 def onehot_boxes_torch(stack: torch.Tensor, classes: list[int]) -> dict[int, Box]:

@@ -98,15 +98,16 @@ def test_linear_percentile_is_numpys_number(values, q):
 
 @settings(max_examples=100, deadline=None)
 @given(shapes=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40), st.integers(1, 9)), min_size=1, max_size=30),
-       budget=st.integers(1, 10**6))
-def test_groups_cover_every_class_once_within_slack_and_budget(shapes, budget):
-    groups = plan_groups(shapes, budget)
+       budget=st.integers(1, 10**6), waste=st.sampled_from([0, 500, 10**9]))
+def test_groups_cover_every_class_once_within_slack_and_budget(shapes, budget, waste):
+    groups = plan_groups(shapes, budget, waste_voxels=waste)
     assert sorted(i for g in groups for i in g) == list(range(len(shapes)))
     for g in groups:
         if len(g) == 1:
             continue  # a box alone is always allowed
         padded = math.prod(max(shapes[i][k] for i in g) for k in range(3)) * len(g)
-        assert padded <= _surface_batched.GROUP_SLACK * sum(math.prod(shapes[i]) for i in g)
+        own = sum(math.prod(shapes[i]) for i in g)
+        assert padded <= _surface_batched.GROUP_SLACK * own or padded - own <= waste
         assert padded * _surface_batched.BYTES_PER_VOXEL <= budget
 
 
@@ -117,6 +118,7 @@ from medimg_bench.metrics import segmentation as S
 from tests.metrics.test_surface_batched import _organs
 assert _minplus_triton.available(torch.zeros(1))
 _surface_batched.FORCE = True
+_surface_batched.WINDOW = 2  # the windowed kernel and the far-point search
 p, t = _organs(7, shape=(14, 12, 8), k=5)
 kw = dict(num_classes=5, spacing=(0.8, 0.8, 2.5), tolerance=2.0, spatial_dims=3, metrics=("hd95", "nsd", "hausdorff"))
 a = S.segmentation_scores(p, t, backend="kdtree", **kw)
@@ -142,9 +144,11 @@ def test_triton_kernel_in_the_interpreter_equals_kdtree():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("convention", ["default", "medpy", "deepmind"])
-def test_cuda_batched_equals_kdtree(convention):
+@pytest.mark.parametrize("window", [16, 2])
+def test_cuda_batched_equals_kdtree(convention, window, monkeypatch):
     if convention == "deepmind":
         pytest.importorskip("surface_distance")
+    monkeypatch.setattr(_surface_batched, "WINDOW", window)
     p, t = _organs(11, shape=(60, 50, 24), k=20)
     kw = dict(num_classes=20, spacing=(0.8, 0.8, 2.5), tolerance=2.0, spatial_dims=3, convention=convention,
               metrics=("hausdorff", "hd95", "assd", "nsd"))
@@ -153,3 +157,18 @@ def test_cuda_batched_equals_kdtree(convention):
     for m in a:
         tol = dict(rtol=1e-12, atol=0) if m in SUMS else dict(rtol=0, atol=0)
         torch.testing.assert_close(a[m], b[m].cpu(), equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("window,plane_search", [(1, True), (2, True), (3, False)])
+def test_windowed_transform_with_exact_far_points_equals_kdtree(forced, monkeypatch, window, plane_search):
+    """Narrow windows send many points to the exact plane search (or, when that would cost more
+    than the whole transform, make the group redo it over whole axes): the KD-tree's numbers."""
+    monkeypatch.setattr(_surface_batched, "WINDOW", window)
+    if not plane_search:
+        real = _surface_batched._exact_far
+        monkeypatch.setattr(_surface_batched, "_exact_far", lambda *a: real(*a[:-1], -1))
+    p, t = _organs(9)
+    _compare(p, t, num_classes=12, spacing=(0.8, 0.8, 2.5), tolerance=2.0, spatial_dims=3,
+             metrics=("hausdorff", "hd95", "assd", "nsd"))
+    _compare(p, t, num_classes=12, spacing=(0.8, 0.8, 2.5), spatial_dims=3, convention="medpy",
+             metrics=("hd95", "assd"))
