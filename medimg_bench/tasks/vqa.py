@@ -100,31 +100,26 @@ class VQATask(Task):
             per_sample[i].append((shift, resp))
         return {"responses": per_sample}
 
+    def _scorer(self) -> Any:
+        """``scorer(text, answer, kind, options) -> scored dict`` of this task's profile."""
+        from medimg_bench.metrics.text import vqa_profiles as vp
+        from medimg_bench.metrics.text.vqa import score_vqa_answer
+
+        fn = {"llava_med": vp.score_llava_med, "lmms_eval": vp.score_lmms_eval,
+              "multimedeval": vp.score_multimedeval, "vlmevalkit": vp.score_vlmevalkit}.get(
+                  self.profile, score_vqa_answer)
+
+        def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
+            return fn(text, answer=answer, answer_type=kind, options=options)
+
+        return scorer
+
     def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]]) -> dict[str, Any]:
-        from medimg_bench.metrics.text.vqa import rotate_options, score_vqa_answer
+        from medimg_bench.metrics.text.vqa import rotate_options
 
         kind, options, answer = batch["answer_type"][i], batch["options"][i], batch["answer"][i]
         first = rotations[0][1]
-        if self.profile == "llava_med":
-            from medimg_bench.metrics.text.vqa_profiles import score_llava_med
-
-            return score_llava_med(first.text or "", answer=answer, answer_type=kind)
-        if self.profile == "lmms_eval":
-            from medimg_bench.metrics.text.vqa_profiles import score_lmms_eval
-
-            return score_lmms_eval(first.text or "", answer=answer, answer_type=kind)
-        if self.profile == "multimedeval":
-            from medimg_bench.metrics.text.vqa_profiles import score_multimedeval
-
-            return score_multimedeval(first.text or "", answer=answer, answer_type=kind)
-        if self.profile == "vlmevalkit":
-            from medimg_bench.metrics.text.vqa_profiles import score_vlmevalkit
-
-            def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
-                return score_vlmevalkit(text, answer=answer, answer_type=kind, options=options)
-        else:
-            def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
-                return score_vqa_answer(text, answer=answer, answer_type=kind, options=options)
+        scorer = self._scorer()
         scored = scorer(first.text or "", answer, kind, options)
         if len(rotations) > 1 and answer is not None:
             ok = True

@@ -20,13 +20,16 @@ forms such as "isnt" → "isn't", rare in medical answers).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["llava_med_normalize", "score_llava_med", "vlmevalkit_can_infer", "score_vlmevalkit", "score_multimedeval",
-           "lmms_eval_parse_response", "score_lmms_eval"]
+__all__ = ["llava_med_normalize", "score_llava_med", "llava_med_choice", "vlmevalkit_can_infer", "score_vlmevalkit",
+           "score_multimedeval", "multimedeval_choice", "lmms_eval_parse_response", "lmms_eval_choice",
+           "score_lmms_eval"]
 
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MANUAL = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
            "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
 _ARTICLES = {"a", "an", "the"}
@@ -73,12 +76,31 @@ def _exact(candidate: str, reference: str) -> float:
     return sum(1 for w in r if w in c) / total if total else 0.0
 
 
-def score_llava_med(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
-    """One answer scored as LLaVA-Med's ``run_eval.py`` scores it (``answer_type`` closed/open;
-    multiple choice is not part of that harness and raises)."""
+_SQA_ANSWER = re.compile(r"The answer is ([A-Z]).")
+
+
+def llava_med_choice(response: str, n_options: int) -> str | None:
+    """The option letter LLaVA-Med's ``eval_science_qa.py`` reads (commit ad758b6): exactly one
+    match of ``The answer is ([A-Z]).`` (case-sensitive; the ``.`` is any character, so the
+    phrase at the very end of the text does not match) naming one of the first ``n_options``
+    letters; else None where the harness draws a random option."""
+    found = _SQA_ANSWER.findall(str(response or ""))
+    letter = found[0] if len(found) == 1 else None
+    return letter if letter is not None and letter in _LETTERS[:n_options] else None
+
+
+def score_llava_med(response: str, *, answer: str | None, answer_type: str,
+                    options: list[str] | None = None) -> dict[str, Any]:
+    """One answer scored as LLaVA-Med's ``run_eval.py`` scores it (``answer_type`` closed/open);
+    multiple choice as the repository's ``eval_science_qa.py`` does, without its random draw."""
     nan = float("nan")
     if answer_type == "mcq":
-        raise ValueError("the llava_med profile scores closed and open questions only (no multiple choice)")
+        letter = llava_med_choice(response, len(options or []))
+        out = {"parsed": letter, "correct": nan, "unparsed": float(letter is None),
+               "rule": "llava_med_sqa_answer_is", "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+        if answer is not None:
+            out["correct"] = float(letter is not None and letter == str(answer).strip().upper())
+        return out
     pred = llava_med_normalize(str(response or "").lower())
     gt = llava_med_normalize(str(answer).lower()) if answer is not None else None
     out: dict[str, Any] = {"parsed": pred, "correct": nan, "unparsed": 0.0, "rule": "llava_med",
@@ -170,13 +192,49 @@ def _mme_tokens(text: str) -> set[str]:
     return {t for t in llava_med_normalize(str(text).lower()).split() if t}
 
 
-def score_multimedeval(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
+def _mme_bleu1(pred: str, ref: str) -> float:
+    """torchmetrics ``BLEUScore(n_gram=1)`` of one prediction against one reference (whitespace
+    tokens, clipped unigram precision, brevity penalty ``exp(1 - r/c)`` unless c > r, 0 when
+    nothing matches)."""
+    p, r = pred.split(), ref.split()
+    if not p or not r:
+        return 0.0
+    rc = Counter(r)
+    matches = sum(min(c, rc[w]) for w, c in Counter(p).items())
+    if matches == 0:
+        return 0.0
+    bp = 1.0 if len(p) > len(r) else math.exp(1 - len(r) / len(p))
+    return bp * matches / len(p)
+
+
+def multimedeval_choice(response: str, options: list[str]) -> str | None:
+    """The option MultiMedEval's QA family picks (``get_predicted_answer`` of the dynamic QA
+    datasets and MedQA / MedMCQA / MMLU): the cleaned answer's BLEU-1 against each cleaned
+    option as listed in the prompt (``"A. text"``), the first best; None ("Invalid answer")
+    when the cleaned answer is empty or every score is 0."""
+    pred = llava_med_normalize(str(response or "").lower())
+    if not pred:
+        return None
+    scores = [_mme_bleu1(pred, llava_med_normalize(f"{_LETTERS[i]}. {o}".lower())) for i, o in enumerate(options)]
+    if not scores or max(scores) == 0:
+        return None
+    return _LETTERS[scores.index(max(scores))]
+
+
+def score_multimedeval(response: str, *, answer: str | None, answer_type: str,
+                       options: list[str] | None = None) -> dict[str, Any]:
     """One answer scored as MultiMedEval's VQA family scores it. ``correct`` is the closed
     decision (recall >= 0.4) for yes/no references and recall >= 0.75 for the others; ``recall``,
-    ``f1`` (precision/recall of the token sets) and ``bleu1`` as reported by it."""
+    ``f1`` (precision/recall of the token sets) and ``bleu1`` as reported by it. Multiple
+    choice: its QA family's BLEU-1 option matching (:func:`multimedeval_choice`)."""
     nan = float("nan")
     if answer_type == "mcq":
-        raise ValueError("the multimedeval profile scores closed and open questions only (no multiple choice)")
+        letter = multimedeval_choice(response, list(options or []))
+        out = {"parsed": letter, "correct": nan, "unparsed": float(letter is None),
+               "rule": "multimedeval_qa_bleu1", "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+        if answer is not None:
+            out["correct"] = float(letter is not None and letter == str(answer).strip().upper())
+        return out
     out: dict[str, Any] = {"parsed": llava_med_normalize(str(response or "").lower()), "correct": nan,
                            "unparsed": 0.0, "rule": "multimedeval", "exact": nan, "recall": nan,
                            "f1": nan, "bleu1": nan}
@@ -231,11 +289,66 @@ def lmms_eval_parse_response(response: str) -> str:
     return resp.strip().lstrip(":").strip()
 
 
-def score_lmms_eval(response: str, *, answer: str | None, answer_type: str) -> dict[str, Any]:
-    """One VQA-RAD-style answer scored as lmms-eval's MedEvalKit task scores it."""
+def lmms_eval_choice(response: str, options: list[str]) -> tuple[str | None, str]:
+    """The option lmms-eval's MedEvalKit ``judge_multi_choice`` settles on (PMC-VQA task; see
+    docs/vlm.md) and how: ``(letter, rule)``. The response is lower-cased; a first paragraph
+    that is a bare letter, else the last paragraph's text before its first ".", replaces it;
+    then ``parse_response``, new lines removed, the text before the first "." and after the last
+    ":" is compared: a letter → that option; an option's text → that option; longer than 300
+    characters → no option; anything else → the option with the highest difflib
+    ``SequenceMatcher`` ratio against the whole parsed response (the first on ties — option A
+    when nothing is similar at all). The answer letter is matched separately (it is a letter)."""
+    from difflib import SequenceMatcher
+
+    resp = str(response or "").lower()
+    alphas = [c.lower() for c in _LETTERS[: len(options)]]
+    first = resp.split("\n\n")[0]
+    if first in alphas:
+        resp = first
+    else:
+        last = resp.split("\n\n")[-1].split(".")[0]
+        if last in alphas:
+            resp = last
+    resp = lmms_eval_parse_response(resp)
+    lowered = [o.lower() for o in options]
+    resp = resp.strip().lower().replace("\n", "")
+    split = resp.split(".")[0].split(":")[-1].strip()
+    if len(split) > 300:
+        return None, "lmms_eval_too_long"
+    if split in alphas:
+        return split.upper(), "lmms_eval_letter"
+    if split in lowered:
+        return _LETTERS[lowered.index(split)], "lmms_eval_option_text"
+    best, best_score = 0, 0.0
+    for i, choice in enumerate(lowered):
+        score = SequenceMatcher(None, choice, resp).ratio()
+        if score > best_score:
+            best, best_score = i, score
+    if not options:
+        return None, "lmms_eval_no_options"
+    return _LETTERS[best], ("lmms_eval_similarity" if best_score > 0 else "lmms_eval_similarity_none")
+
+
+def score_lmms_eval(response: str, *, answer: str | None, answer_type: str,
+                    options: list[str] | None = None) -> dict[str, Any]:
+    """One VQA-RAD-style answer scored as lmms-eval's MedEvalKit task scores it; multiple choice
+    by its ``judge_multi_choice`` (:func:`lmms_eval_choice`)."""
     nan = float("nan")
     if answer_type == "mcq":
-        raise ValueError("the lmms_eval profile covers VQA-RAD-style closed/open questions (no multiple choice)")
+        opts = list(options or [])
+        letter, rule = lmms_eval_choice(response, opts)
+        # no option read, or the similarity fallback with nothing similar (the harness then
+        # takes option A): counted as unparsed; its decision still stands, as in the harness
+        out = {"parsed": letter, "correct": nan,
+               "unparsed": float(letter is None or rule == "lmms_eval_similarity_none"),
+               "rule": rule, "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+        if answer is not None:
+            gt = str(answer).strip().upper()
+            hit = letter is not None and (letter == gt or (
+                rule == "lmms_eval_option_text" and gt in _LETTERS[: len(opts)]
+                and opts[_LETTERS.index(gt)].lower() == opts[_LETTERS.index(letter)].lower()))
+            out["correct"] = float(hit)
+        return out
     resp = lmms_eval_parse_response(response or "").lower().strip()
     out: dict[str, Any] = {"parsed": resp, "correct": nan, "unparsed": 0.0, "rule": "lmms_eval",
                            "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}

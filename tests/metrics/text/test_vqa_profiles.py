@@ -46,9 +46,9 @@ def test_open_recall_is_the_reported_number():
     assert score_llava_med("", answer="liver", answer_type="open")["correct"] == 0.0
 
 
-def test_multiple_choice_is_not_part_of_the_harness():
-    with pytest.raises(ValueError, match="closed and open"):
-        score_llava_med("B", answer="B", answer_type="mcq")
+def test_multiple_choice_under_llava_med_is_its_science_qa_rule():
+    # multiple choice: tests/metrics/text/test_vqa_mcq_profiles.py
+    assert score_llava_med("B", answer="B", answer_type="mcq", options=["x", "y"])["unparsed"] == 1.0
 
 
 # -- vlmevalkit: cases derived from vlmeval/utils/matching_util.py (commit 18fc37a) -------------
