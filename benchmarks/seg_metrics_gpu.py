@@ -193,10 +193,22 @@ def main() -> None:
     ap.add_argument("--steps", action="store_true", help="time the batched path's steps")
     ap.add_argument("--no-monai", action="store_true", help="skip MONAI (68 s on the full-resolution case)")
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top operations")
+    ap.add_argument("--window", type=int, help="the batched path's min-plus window (voxels)")
+    ap.add_argument("--blocks", type=int, nargs=3, metavar=("R", "X", "WARPS"),
+                    help="the min-plus kernel's tile (BLOCK_R, BLOCK_X, num_warps)")
+    ap.add_argument("--no-kdtree-cases", action="store_true", help="only the --big case")
     args = ap.parse_args()
+    from medimg_bench.metrics import _minplus_triton, _surface_batched
+
+    if args.window:
+        _surface_batched.WINDOW = args.window
+    if args.blocks:
+        _minplus_triton.BLOCK_R, _minplus_triton.BLOCK_X, _minplus_triton.NUM_WARPS = args.blocks
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     print(f"device {args.device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    if args.seg.exists():
+    if args.no_kdtree_cases:
+        pass
+    elif args.seg.exists():
         seg, sp = _load(args.seg)
         _case("TotalSegmentator, native", seg, sp, (2, -1, 1), args)
         u = args.upsample
