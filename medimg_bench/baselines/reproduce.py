@@ -169,6 +169,13 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     if missing:
         raise CardError(f"{name}: refused: needs pieces not available here: {', '.join(missing)}")
     params, extra = _params(card, overrides)
+    other = {k: params.get(k) for k, v in (card.get("published_for") or {}).items()
+             if str(params.get(k)) != str(v)}
+    if other:
+        want = ", ".join(f"{k}={v}" for k, v in card["published_for"].items())
+        got = ", ".join(f"{k}={v}" for k, v in other.items())
+        raise CardError(f"{name}: refused: the card's published values are for {want} only, "
+                        f"not {got} (nothing to compare with)")
     ovs = [_fill(o, params) for o in card.get("overrides", [])] + list(extra)
     roots = [o.split("=", 1)[1] for o in ovs if o.startswith("dataset.root=")]
     if not roots or roots[-1] in ("???", ""):

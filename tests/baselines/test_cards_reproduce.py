@@ -119,6 +119,18 @@ def test_needs_source_and_missing_pieces_refused(tmp_path):
     assert cli_main(["medmnist_v2_resnet18_28", "dataset.root=/nonexistent"]) == 2
 
 
+def test_a_flag_without_published_values_is_refused(tmp_path):
+    """The MedMNIST ResNet-18 card has BreastMNIST numbers only: another flag has nothing to
+    compare with and must not be judged against them."""
+    from medimg_bench.baselines.cards import load_card
+
+    card = load_card("medmnist_v2_resnet18_28")
+    assert card["published_for"] == {"flag": "breastmnist"}
+    with pytest.raises(CardError, match="published values are for flag=breastmnist only, not flag=pathmnist"):
+        reproduce(card, ["flag=pathmnist", f"dataset.root={tmp_path}"], run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda c: c.pop("source"), "source"),
     (lambda c: c.update(status="done"), "status"),
