@@ -23,6 +23,8 @@ DEFAULT_PROMPTS = {
     "mcq": "<image>\n{question}\n{options}\nAnswer with the option's letter from the given choices directly.",
 }
 _FIELDS = {"question", "options"}
+#: profiles whose unparsed closed/multiple-choice answers an optional LLM judge may map to an option
+JUDGED_PROFILES = ("medimg_bench", "vlmevalkit")
 
 
 def _check_template(kind: str, template: str) -> str:
@@ -41,7 +43,10 @@ class VQATask(Task):
     ``medimg_bench``, ``llava_med``,
     ``multimedeval``, ``lmms_eval`` or ``vlmevalkit``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
     ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
-    ``max_new_tokens``, ``circular`` (CircularEval for multiple choice)."""
+    ``max_new_tokens``, ``circular`` (CircularEval for multiple choice), ``judge`` (a generative
+    adapter, or ``{model, options}``; also ``scoring.judge``: asked to map closed/multiple-choice
+    answers the profile's rule left unparsed to an option, see
+    :mod:`medimg_bench.metrics.text.judge`; profiles ``medimg_bench`` and ``vlmevalkit``)."""
 
     name = "vqa"
     default_metrics = {"vqa": {}}
@@ -54,6 +59,7 @@ class VQATask(Task):
         system: str | None = None,
         max_new_tokens: int | None = 64,
         circular: bool = False,
+        judge: Any = None,
     ) -> None:
         profile = scoring.get("name") if isinstance(scoring, Mapping) else (scoring or "medimg_bench")
         if profile not in PROFILES:
@@ -63,6 +69,13 @@ class VQATask(Task):
         merged = {**DEFAULT_PROMPTS, **profile_prompts, **dict(prompts or {})}  # task options win
         self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
         self.system, self.max_new_tokens, self.circular = system, max_new_tokens, bool(circular)
+        from medimg_bench.metrics.text.judge import build_judge
+
+        spec = judge if judge is not None else (scoring.get("judge") if isinstance(scoring, Mapping) else None)
+        self.judge = build_judge(spec)
+        if self.judge is not None and profile not in JUDGED_PROFILES:
+            raise ValueError(f"vqa: an LLM judge extends the strict rules only (scoring={list(JUDGED_PROFILES)}); "
+                             f"the {profile} profile reproduces its harness, which has no judge")
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         if spec and not any(n == "vqa" or (o or {}).get("metric") == "vqa" for n, o in dict(spec).items()):
@@ -98,7 +111,63 @@ class VQATask(Task):
         per_sample: list[list[tuple[int, Any]]] = [[] for _ in batch["id"]]
         for (i, shift), resp in zip(owners, responses):
             per_sample[i].append((shift, resp))
-        return {"responses": per_sample}
+        out: dict[str, Any] = {"responses": per_sample}
+        if self.judge is not None:
+            out["judge"] = self._ask_judge(batch, per_sample)
+        return out
+
+    def _rotation(self, batch: dict[str, Any], i: int, shift: int) -> tuple[Any, Any]:
+        """Options and answer of sample ``i`` as rotation ``shift`` showed them."""
+        from medimg_bench.metrics.text.vqa import rotate_options
+
+        options, answer = batch["options"][i], batch["answer"][i]
+        if shift and options:
+            opts, gt = rotate_options(options, str(answer).strip().upper() if answer is not None else "A", shift)
+            return opts, (gt if answer is not None else None)
+        return options, answer
+
+    def _judge_options(self, kind: str, scored: dict[str, Any], options: Any) -> list[str] | None:
+        """The options a judge is shown for an answer the rule left unparsed, or None when the
+        question is not one a judge may settle (open questions, closed ones with a non-yes/no
+        reference)."""
+        from medimg_bench.metrics.text.judge import YES_NO_OPTIONS
+
+        if not scored.get("unparsed"):
+            return None
+        if kind == "mcq" and options:
+            return list(options)
+        if kind == "closed" and scored.get("rule") == "yes_no":
+            return list(YES_NO_OPTIONS)
+        return None
+
+    def _ask_judge(self, batch: dict[str, Any], per_sample: list[list[tuple[int, Any]]]) -> list[dict[int, Any]]:
+        """One judge request per (sample, rotation) whose answer the profile's rule left unparsed,
+        all in one ``generate`` call (served from the judge's response cache where possible)."""
+        from medimg_bench.metrics.text.judge import judge_prompt
+        from medimg_bench.models.vlm.base import GenerationRequest
+
+        scorer = self._scorer()
+        requests, owners = [], []
+        for i, rotations in enumerate(per_sample):
+            kind = batch["answer_type"][i]
+            for shift, resp in rotations:
+                if resp.error:
+                    continue
+                opts, gt = self._rotation(batch, i, shift)
+                shown = self._judge_options(kind, scorer(resp.text or "", gt, kind, opts), opts)
+                if shown is None:
+                    continue
+                sid = batch["id"][i]
+                requests.append(GenerationRequest(
+                    images=[], user=judge_prompt(batch["question"][i], shown, resp.text or ""),
+                    settings=self.judge.settings, sample_id=f"{sid}#judge" if shift == 0 else f"{sid}#rot{shift}#judge",
+                ))
+                owners.append((i, shift))
+        judged: list[dict[int, Any]] = [{} for _ in per_sample]
+        if requests:
+            for (i, shift), resp in zip(owners, self.judge.generate(requests)):
+                judged[i][shift] = resp
+        return judged
 
     def _scorer(self) -> Any:
         """``scorer(text, answer, kind, options) -> scored dict`` of this task's profile."""
@@ -114,38 +183,68 @@ class VQATask(Task):
 
         return scorer
 
-    def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]]) -> dict[str, Any]:
-        from medimg_bench.metrics.text.vqa import rotate_options
+    def _score_one(self, batch: dict[str, Any], i: int, shift: int, resp: Any,
+                   judged: Mapping[int, Any] | None) -> dict[str, Any]:
+        """One rotation's answer scored by the profile's rule, then — where that left it unparsed
+        and a judge replied — by the judge's letter (a reply that is not an option: unparsed)."""
+        from medimg_bench.metrics.text.judge import parse_judge_reply
+        from medimg_bench.metrics.text.vqa import normalize_answer
 
-        kind, options, answer = batch["answer_type"][i], batch["options"][i], batch["answer"][i]
-        first = rotations[0][1]
-        scorer = self._scorer()
-        scored = scorer(first.text or "", answer, kind, options)
-        if len(rotations) > 1 and answer is not None:
-            ok = True
-            for shift, resp in rotations:
-                opts, gt = rotate_options(options, str(answer).strip().upper(), shift)
-                ok &= scorer(resp.text or "", gt, kind, opts)["correct"] == 1.0
+        kind = batch["answer_type"][i]
+        opts, gt = self._rotation(batch, i, shift)
+        scored = self._scorer()(resp.text or "", gt, kind, opts)
+        scored["parsed_by"] = None if scored.get("unparsed") else "cascade"
+        reply = (judged or {}).get(shift)
+        shown = self._judge_options(kind, scored, opts) if reply is not None else None
+        if shown is None:
+            return scored
+        scored["judge_response"] = reply.text
+        letter = parse_judge_reply(reply.text, len(shown))
+        if letter is None:
+            return scored
+        index = ord(letter) - ord("A")
+        if kind == "mcq":
+            parsed = letter
+            hit = gt is not None and letter == str(gt).strip().upper()
+        else:
+            parsed = shown[index]
+            hit = gt is not None and parsed == normalize_answer(gt)
+        scored.update(parsed=parsed, unparsed=0.0, rule="judge", parsed_by="judge")
+        if gt is not None:
+            scored["correct"] = float(hit)
+        return scored
+
+    def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]],
+               judged: Mapping[int, Any] | None = None) -> dict[str, Any]:
+        kind, answer = batch["answer_type"][i], batch["answer"][i]
+        scored = self._score_one(batch, i, rotations[0][0], rotations[0][1], judged)
+        if len(rotations) > 1 and answer is not None and kind == "mcq":
+            ok = all(self._score_one(batch, i, shift, resp, judged)["correct"] == 1.0 for shift, resp in rotations)
             scored["circular_correct"] = float(ok)
         return scored
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
         scored, kinds = [], []
+        judged = outputs.get("judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             for _, resp in rotations:
                 if resp.error:  # a failed request fails its sample, so a resumed run asks again
                     raise RuntimeError(f"sample {sid!r}: generation failed: {resp.error}")
+            for resp in (judged[i] or {}).values():
+                if resp.error:  # likewise for the judge: nothing is guessed in its place
+                    raise RuntimeError(f"sample {sid!r}: the judge's request failed: {resp.error}")
             if batch["answer"][i] is None:
                 raise ValueError(f"sample {sid!r}: the answer is withheld (test split): nothing to score")
-            scored.append(self._score(batch, i, rotations))
+            scored.append(self._score(batch, i, rotations, judged[i]))
             kinds.append(batch["answer_type"][i])
         return scored, kinds
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
         rows = []
+        judged = outputs.get("judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             first = rotations[0][1]
-            scored = self._score(batch, i, rotations) if batch["answer"][i] is not None else {}
+            scored = self._score(batch, i, rotations, judged[i]) if batch["answer"][i] is not None else {}
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
                    "answer_type": batch["answer_type"][i], "response": first.text,
@@ -154,6 +253,9 @@ class VQATask(Task):
                    "prompt": first.prompt, "cached": bool(first.cached), "profile": self.profile}
             if "circular_correct" in scored:
                 row["circular_correct"] = scored["circular_correct"]
+            row["parsed_by"] = scored.get("parsed_by")  # "cascade" (the profile's rule), "judge" or None
+            if self.judge is not None:
+                row["judge_response"] = scored.get("judge_response")
             for key in ("question_type", "content_type", "modality", "organ", "department",
                         "clinical_task", "perceptual_granularity"):
                 if key in meta:
