@@ -1,5 +1,7 @@
 """Subgroup breakdowns of a run's metrics (sex, age bin, site…) with gaps and FairSeg's
-equity-scaled score, written to ``summary.json`` under ``"subgroups"``."""
+equity-scaled score, written to ``summary.json`` under ``"subgroups"``. Per-sample metrics (VQA
+accuracy, Dice…) also get a bootstrap CI per group, clustered by patient (the manifest's
+``patient_id``; for VQA the image), from the same resampling code as the overall CIs."""
 
 from __future__ import annotations
 
@@ -15,7 +17,18 @@ import torch
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.fairness import age_bins, fairness_report
 
-__all__ = ["subgroup_labels", "subgroup_summary"]
+__all__ = ["subgroup_labels", "subgroup_summary", "subgroup_table", "GroupLabels"]
+
+
+class GroupLabels(dict):
+    """``{sample id: group}`` that also carries ``patients`` (``{sample id: patient id}``, from
+    the same manifest), so per-group CIs can resample patients."""
+
+    patients: dict[str, str]
+
+    def __init__(self, labels: Mapping[str, str], patients: Mapping[str, str] | None = None) -> None:
+        super().__init__(labels)
+        self.patients = dict(patients or {})
 
 
 def subgroup_labels(manifest: pd.DataFrame, attribute: str, *, age_edges: Sequence[float] = (0, 40, 60, 80)) -> dict[str, str]:
@@ -27,7 +40,10 @@ def subgroup_labels(manifest: pd.DataFrame, attribute: str, *, age_edges: Sequen
     values = col[attribute]
     if attribute == "age":
         values = pd.Series(age_bins(values.to_numpy(dtype=float), edges=age_edges), index=col.index)
-    return dict(zip(col["id"].astype(str), values.astype(str)))
+    labels = dict(zip(col["id"].astype(str), values.astype(str)))
+    patients = (dict(zip(manifest["id"].astype(str), manifest["patient_id"].astype(str)))
+                if "patient_id" in manifest.columns else {})
+    return GroupLabels(labels, patients)
 
 
 def _macro(x: torch.Tensor) -> float:
@@ -51,13 +67,41 @@ def _result(report: Any) -> dict[str, Any]:
     }
 
 
+def _group_cis(
+    report: Any, v: torch.Tensor, ids: list[str], g: np.ndarray, patients: Mapping[str, str],
+    min_group_size: int, n_resamples: int, confidence: float, seed: int,
+) -> dict[str, tuple[float, float, str | None]]:
+    """Per group: (low, high, note) of the bootstrap CI of the group's macro mean, resampling
+    the group's patients (each sample its own patient when it has none)."""
+    from medimg_bench.engine.summary import _bootstrap
+
+    out: dict[str, tuple[float, float, str | None]] = {}
+    for group in report.per_group:
+        idx = np.flatnonzero(g == group)
+        if idx.size < min_group_size or math.isnan(report.per_group[group]):
+            continue
+        clusters = [patients.get(ids[i], ids[i]) for i in idx]
+        ci = _bootstrap("mean", v[idx], None, clusters, n_resamples, confidence, seed)
+        out[str(group)] = (float(ci.low[-1]), float(ci.high[-1]), ci.note)
+    return out
+
+
 def subgroup_summary(
-    metrics: Mapping[str, Metric], groups: Mapping[str, str], *, min_group_size: int = 2
+    metrics: Mapping[str, Metric], groups: Mapping[str, str], *, min_group_size: int = 2,
+    patients: Mapping[str, str] | None = None, n_resamples: int = 1000, confidence: float = 0.95,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """For each metric, its macro value (mean over classes) overall and per group, the gap
     (max − min), ratio (min / max) and equity-scaled score. Groups smaller than
-    ``min_group_size`` or where the metric is undefined are NaN and left out of the gaps."""
+    ``min_group_size`` or where the metric is undefined are NaN and left out of the gaps.
+    Per-sample metrics also get ``ci_low`` / ``ci_high`` per group: a percentile bootstrap of
+    the group's mean (``n_resamples``, ``confidence``, ``seed``) resampling ``patients`` (default:
+    the ``patients`` that :func:`subgroup_labels` attached to ``groups``; samples without one
+    are their own cluster)."""
     from medimg_bench.engine.summary import higher_is_better, metric_value_tables
+
+    if patients is None:
+        patients = getattr(groups, "patients", None) or {}
 
     out: dict[str, Any] = {}
     for key, metric in metrics.items():
@@ -86,6 +130,16 @@ def subgroup_summary(
                     out[name] = {"undefined": str(exc)}
                     continue
                 out[name] = _result(report)
+                if n_resamples > 0:
+                    cis = _group_cis(report, v, [ids[i] for i in keep], g, patients, min_group_size,
+                                     n_resamples, confidence, seed)
+                    for group, entry in out[name]["per_group"].items():
+                        low, high, note = cis.get(group, (math.nan, math.nan, None))
+                        entry["ci_low"] = None if math.isnan(low) else round(low, 6)
+                        entry["ci_high"] = None if math.isnan(high) else round(high, 6)
+                        if note:
+                            entry["note"] = note
+                    out[name]["confidence"] = confidence
         else:
             if not metric.ids:
                 continue
@@ -106,3 +160,16 @@ def subgroup_summary(
                 continue
             out[key] = _result(report)
     return out
+
+
+def subgroup_table(summary: Mapping[str, Any]) -> pd.DataFrame:
+    """``summary["subgroups"]`` as one row per attribute × metric × group: ``value``, ``ci_low``,
+    ``ci_high``, ``n`` (what ``per_category.csv`` of a VQA run holds)."""
+    rows = []
+    for attribute, by_metric in (summary.get("subgroups") or {}).items():
+        for metric, res in by_metric.items():
+            for group, entry in (res.get("per_group") or {}).items():
+                rows.append({"attribute": attribute, "metric": metric, "group": group,
+                             "value": entry.get("value"), "ci_low": entry.get("ci_low"),
+                             "ci_high": entry.get("ci_high"), "n": entry.get("n")})
+    return pd.DataFrame(rows, columns=["attribute", "metric", "group", "value", "ci_low", "ci_high", "n"])

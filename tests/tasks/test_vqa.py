@@ -186,3 +186,5 @@ def test_per_category_breakdown_through_the_cli_on_synthetic_vqa(tmp_path, monke
             column = sel["correct"] if metric == "accuracy" else sel["unparsed"]
             assert entry["n"] == len(sel)
             assert entry["value"] == pytest.approx(column.astype(float).mean())
+            if sel["patient_id"].nunique() >= 2 and column.astype(float).nunique() > 1:
+                assert entry["ci_low"] <= entry["value"] <= entry["ci_high"]  # image-clustered CI
