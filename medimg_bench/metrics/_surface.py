@@ -131,8 +131,12 @@ def class_surface_distances(
 
 def _percentile(d: np.ndarray, w: np.ndarray, q: float, rule: str) -> float:
     if rule == "area_weighted":
-        order = np.lexsort((w, d))
-        cum = np.cumsum(w[order]) / np.sum(w)
+        order = np.lexsort((w, d))  # DeepMind sorts (distance, area) pairs
+        ws = w[order]
+        # the total over the *sorted* areas, as DeepMind sums it: np.sum's pairwise rounding
+        # depends on the order, and where the cumulative area reaches q exactly at the end of a
+        # run of equal distances that last bit decides which distance is the percentile
+        cum = np.cumsum(ws) / np.sum(ws)
         idx = int(np.searchsorted(cum, q / 100.0))
         return float(d[order][min(idx, len(d) - 1)])
     return float(np.percentile(d, q))
