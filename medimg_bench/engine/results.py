@@ -376,6 +376,9 @@ class Results:
         if config is not None:
             manifest["config"] = redact_secrets(config)
         (run_dir / "manifest.json").write_text(json.dumps(_jsonable(manifest), indent=2))
+        write_outputs = getattr(self.task, "write_outputs", None)
+        if callable(write_outputs):  # task-level files (vqa: submission.tsv, per_category.csv)
+            write_outputs(self, run_dir)
         if plots and self.task is not None:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)

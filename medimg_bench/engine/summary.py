@@ -59,6 +59,9 @@ def summarize(
                 )
         else:
             out["metrics"][key] = _dataset_summary(metric, patients, n_resamples, confidence, seed)
+        notes = getattr(metric, "summary_notes", None)
+        if callable(notes):  # a metric's own top-level facts (VQA: answers withheld)
+            out.update(notes())
     status = samples["status"] if "status" in samples.columns else pd.Series(dtype=str)
     ids_failed = sorted(set(samples.loc[status == "failed", "id"])) if len(status) else []
     out["n_samples"] = int(samples["id"].nunique()) if len(samples) else 0

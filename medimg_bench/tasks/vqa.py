@@ -4,6 +4,8 @@ by the documented cascade of :mod:`medimg_bench.metrics.text.vqa`, never guessed
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,7 +14,14 @@ from medimg_bench.registry import register_task
 from medimg_bench.tasks._generative import sample_images
 from medimg_bench.tasks.base import Task
 
-__all__ = ["VQATask", "PROFILES"]
+__all__ = ["VQATask", "PROFILES", "SUBMISSION_FILE"]
+
+log = logging.getLogger(__name__)
+
+#: written into the run directory when answers are withheld (see VQATask.write_outputs)
+SUBMISSION_FILE = "submission.tsv"
+_CATEGORY_COLUMNS = ("question_type", "content_type", "modality", "organ", "department",
+                     "clinical_task", "perceptual_granularity")
 
 #: scoring profiles built; see docs/vlm.md
 PROFILES = ("medimg_bench", "llava_med", "vlmevalkit", "multimedeval", "lmms_eval")
@@ -233,9 +242,10 @@ class VQATask(Task):
             for resp in (judged[i] or {}).values():
                 if resp.error:  # likewise for the judge: nothing is guessed in its place
                     raise RuntimeError(f"sample {sid!r}: the judge's request failed: {resp.error}")
-            if batch["answer"][i] is None:
-                raise ValueError(f"sample {sid!r}: the answer is withheld (test split): nothing to score")
-            scored.append(self._score(batch, i, rotations, judged[i]))
+            one = self._score(batch, i, rotations, judged[i])
+            if batch["answer"][i] is None:  # withheld (GMAI-MMBench TEST): parsed, not scored
+                one["withheld"] = True
+            scored.append(one)
             kinds.append(batch["answer_type"][i])
         return scored, kinds
 
@@ -244,7 +254,7 @@ class VQATask(Task):
         judged = outputs.get("judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             first = rotations[0][1]
-            scored = self._score(batch, i, rotations, judged[i]) if batch["answer"][i] is not None else {}
+            scored = self._score(batch, i, rotations, judged[i])
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
                    "answer_type": batch["answer_type"][i], "response": first.text,
@@ -253,12 +263,71 @@ class VQATask(Task):
                    "prompt": first.prompt, "cached": bool(first.cached), "profile": self.profile}
             if "circular_correct" in scored:
                 row["circular_correct"] = scored["circular_correct"]
+            if batch["answer"][i] is None:
+                row["answer_withheld"] = True
+            if batch["options"][i]:
+                row["options"] = json.dumps(list(batch["options"][i]))
             row["parsed_by"] = scored.get("parsed_by")  # "cascade" (the profile's rule), "judge" or None
             if self.judge is not None:
                 row["judge_response"] = scored.get("judge_response")
-            for key in ("question_type", "content_type", "modality", "organ", "department",
-                        "clinical_task", "perceptual_granularity"):
+            for key in _CATEGORY_COLUMNS:
                 if key in meta:
                     row[key] = meta[key]
             rows.append(row)
         return rows
+
+    def write_outputs(self, results: Any, run_dir: Any) -> list[Any]:
+        """Files of a finished run beside ``summary.json`` (called by ``Results.save``):
+
+        * ``per_category.csv`` — ``summary["subgroups"]`` flat: attribute, metric, group, value,
+          ci_low, ci_high, n (when ``subgroups=[...]`` ran);
+        * ``submission.tsv`` — when answers are withheld (GMAI-MMBench TEST): one row per
+          question in dataset order, laid out as VLMEvalKit's prediction file with
+          ``PRED_FORMAT=tsv`` (the dataset's columns without ``image``: ``index``, ``question``,
+          option columns ``A``…, category columns, then ``prediction`` = the raw response), plus
+          ``parsed`` (our extracted letter, empty when unparsed), ``unparsed`` and ``error``
+          (a question whose request failed has an empty prediction and its error). TSV, not
+          VLMEvalKit's default ``.xlsx``: no spreadsheet writer (openpyxl) is a dependency.
+        """
+        from pathlib import Path
+
+        import pandas as pd
+
+        from medimg_bench.engine.subgroups import subgroup_table
+
+        run_dir, written = Path(run_dir), []
+        if results.summary.get("subgroups"):
+            path = run_dir / "per_category.csv"
+            subgroup_table(results.summary).to_csv(path, index=False)
+            written.append(path)
+        samples = results.samples.drop_duplicates("id")
+        if "answer_withheld" not in samples.columns or not samples["answer_withheld"].astype(str).eq("True").any():
+            return written
+        rows = []
+        for _, r in samples.iterrows():
+            ok = r.get("status", "ok") == "ok"
+            row: dict[str, Any] = {"index": r["id"], "question": r.get("question")}
+            try:
+                options = json.loads(r["options"]) if isinstance(r.get("options"), str) else []
+            except ValueError:
+                options = []
+            row.update({chr(ord("A") + k): o for k, o in enumerate(options)})
+            row.update({c: r.get(c) for c in _CATEGORY_COLUMNS if c in samples.columns})
+            parsed = r.get("parsed") if ok else None
+            row.update(prediction=(r.get("response") if ok else "") or "",
+                       parsed="" if parsed is None or str(parsed) in ("None", "nan") else str(parsed),
+                       unparsed=r.get("unparsed") if ok else None,
+                       error="" if ok else str(r.get("error") or ""))
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        letters = sorted(c for c in frame.columns if len(c) == 1 and c.isupper())
+        lead = ["index", "question", *letters]
+        frame = frame[lead + [c for c in frame.columns if c not in lead]]
+        path = run_dir / SUBMISSION_FILE
+        frame.to_csv(path, sep="\t", index=False)
+        n_failed = int((frame["error"] != "").sum())
+        if n_failed:
+            log.warning("vqa: %s has %d question(s) without a prediction (failed requests); "
+                        "resume the run to ask again before submitting", path, n_failed)
+        written.append(path)
+        return written

@@ -34,18 +34,20 @@ class VQAScores(Metric):
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=None)
         self.add_state("rows", [], dist_reduce_fx="cat")
+        self.add_state("withheld", [], dist_reduce_fx="cat")  # 1.0 where the answer is withheld
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
         if isinstance(preds, Mapping) or isinstance(targets, str):
             raise ValueError(f"{self.name}: expected a list of scored answers and a list of answer types")
         if len(preds) != len(targets):
             raise ValueError(f"{self.name}: {len(preds)} scored answers but {len(targets)} answer types")
-        rows = []
+        rows, withheld = [], []
         nan = float("nan")
         for s, kind in zip(preds, targets):
+            withheld.append(float(bool(s.get("withheld", False))))
             if kind not in ("closed", "open", "mcq"):
                 raise ValueError(f"{self.name}: unknown answer type {kind!r}")
-            c = float(s["correct"])
+            c = float(s["correct"]) if not s.get("withheld") else nan
             rows.append([
                 c,
                 c if kind == "closed" else nan,
@@ -58,6 +60,24 @@ class VQAScores(Metric):
             ])
         self._add_ids(ids, len(rows))
         self.rows.append(torch.tensor(rows, dtype=torch.float64).reshape(-1, len(VQA_COLUMNS)))
+        self.withheld.append(torch.tensor(withheld, dtype=torch.float64))
+
+    def summary_notes(self) -> dict[str, Any]:
+        """For ``summary.json``: where answers are withheld (GMAI-MMBench TEST), how many and that
+        those questions have no accuracy (their predictions are in ``submission.tsv``)."""
+        n = int(torch.cat(self.withheld).sum()) if self.withheld else 0
+        if not n:
+            return {}
+        total = len(self.ids)
+        return {"answers_withheld": {
+            "n": n, "n_questions": total,
+            "note": ("the answers of this split are withheld: no accuracy for these questions "
+                     "(unparsed_rate still counts them); every question's parsed answer and raw "
+                     "response are in submission.tsv for the official evaluation")
+            if n == total else
+            (f"{n} of {total} answers are withheld: accuracy covers the other {total - n}; "
+             "predictions for all are in submission.tsv"),
+        }}
 
     def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
         table = torch.cat(self.rows) if self.rows else torch.empty(0, len(VQA_COLUMNS), dtype=torch.float64)
