@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from medimg_bench.metrics import segmentation as S
+from medimg_bench.metrics._surface import class_surface_distances
 from tests.metrics._seg_helpers import ellipsoid, perturbations, sphere, totalseg
 
 monai_metrics = pytest.importorskip("monai.metrics")
@@ -134,7 +135,13 @@ def test_2d_matches_monai_and_deepmind(h, w, sp, seed):
     ours = S.segmentation_scores(p[None].astype(np.int64), t[None].astype(np.int64), num_classes=2,
                                  spacing=sp, tolerance=1.5, convention="monai",
                                  metrics=["hausdorff", "hd95", "assd", "nsd"])
+    sd = class_surface_distances(p, t, tuple(sp), "edge")
+    on_tol = np.isclose(np.concatenate([sd.d_pred_to_target, sd.d_target_to_pred]), 1.5, rtol=1e-6).any()
     for m in ours:
+        if m == "nsd" and on_tol:
+            # a distance within float32 rounding of the tolerance (e.g. 5 x 0.30000000000000004 mm):
+            # MONAI's float32 distances put it inside, our float64 ones outside - both right
+            continue
         _close(ours[m], ref[m])
     r = sdm.compute_surface_distances(t, p, sp)
     dm = S.segmentation_scores(p[None].astype(np.int64), t[None].astype(np.int64), num_classes=2,
