@@ -185,7 +185,9 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     if ref["subgroups"]:
         from medimg_bench.engine.subgroups import subgroup_summary
 
-        summary["subgroups"] = {a: subgroup_summary(metrics, labels) for a, labels in ref["subgroups"].items()}
+        # per-category CIs clustered by patient, as the single run's
+        summary["subgroups"] = {a: subgroup_summary(metrics, labels, patients=patients)
+                                for a, labels in ref["subgroups"].items()}
     manifest = dict(ref["manifest"])
     manifest.pop("shard", None)
     manifest["merged_from"] = [{"run_dir": str(dirs[order_of[k]]), "shard": f"{st['shard'][0]}/{n}",
