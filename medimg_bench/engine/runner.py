@@ -8,7 +8,6 @@ import hashlib
 import logging
 import re
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,11 +15,12 @@ from typing import Any
 
 import torch
 
+from medimg_bench.engine.loop import BatchSteps
 from medimg_bench.engine.results import Records, Results, build_samples_table
 from medimg_bench.engine.summary import summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
-from medimg_bench.sample import collate, decollate
+from medimg_bench.sample import collate
 from medimg_bench.tasks.base import Task
 
 __all__ = ["evaluate", "resolve_device", "parse_shard", "shard_of", "model_fingerprint"]
@@ -57,45 +57,32 @@ class _SafeDataset(torch.utils.data.Dataset):
         try:
             return self.dataset[index]
         except Exception as exc:
-            if self.fail_fast:
-                raise
-            # a dataset may tag its errors (``exc.stage = "target"`` for an unreadable label)
-            return _Failure(id=self._sid(index), stage=str(getattr(exc, "stage", "load")),
-                            error=f"{type(exc).__name__}: {exc}")
+            return self._failure(index, exc)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """A batch's samples (the DataLoader's batched fetch): one ``try`` for the whole batch."""
+        out: list[Any] = []
+        try:
+            for i in indices:
+                out.append(self.dataset[i])
+        except Exception as exc:
+            j = len(out)
+            out.append(self._failure(indices[j], exc))
+            out.extend(self[i] for i in indices[j + 1:])
+        return out
+
+    def _failure(self, index: int, exc: Exception) -> _Failure:
+        if self.fail_fast:
+            raise exc
+        # a dataset may tag its errors (``exc.stage = "target"`` for an unreadable label)
+        return _Failure(id=self._sid(index), stage=str(getattr(exc, "stage", "load")),
+                        error=f"{type(exc).__name__}: {exc}")
 
 
 def _split_collate(items: Sequence[Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     ok = [s for s in items if not isinstance(s, _Failure)]
     failed = [dict(s) for s in items if isinstance(s, _Failure)]
     return (collate(ok) if ok else None), failed
-
-
-def _snapshot(metric: Metric) -> dict[str, Any]:
-    """What a failed update must be rolled back to: the length of each ``cat`` list (no copy of
-    the growing states) and a copy of the fixed-size tensor states."""
-    snap: dict[str, Any] = {}
-    for k in metric._defaults:
-        v = getattr(metric, k)
-        snap[k] = len(v) if isinstance(v, list) else (v.clone() if isinstance(v, torch.Tensor) else v)
-    return snap
-
-
-def _restore(metric: Metric, snap: Mapping[str, Any]) -> None:
-    for k, v in snap.items():
-        if isinstance(v, int) and isinstance(getattr(metric, k), list):
-            del getattr(metric, k)[v:]
-        else:
-            setattr(metric, k, v)
-
-
-def _staged(stage: str, exc: BaseException) -> BaseException:
-    """Tag ``exc`` with the stage that failed unless an inner layer already did."""
-    if not hasattr(exc, "_mb_stage"):
-        try:
-            exc._mb_stage = str(getattr(exc, "stage", stage))  # type: ignore[attr-defined]
-        except AttributeError:  # exceptions with __slots__
-            pass
-    return exc
 
 
 def parse_shard(shard: str | Sequence[int] | None) -> tuple[int, int] | None:
@@ -160,21 +147,6 @@ def _ids_of(dataset: Any) -> list[str]:
         return manifest["id"].astype(str).tolist()
     sample_id = getattr(dataset, "sample_id", None)
     return [sample_id(i) if callable(sample_id) else f"index_{i}" for i in range(len(dataset))]
-
-
-def _move_restored(metric: Metric, n_restored: Mapping[str, int]) -> bool:
-    """After the first update that follows a resume, put the restored items of each ``cat``
-    state on the device of the items the metric has just added; True when done."""
-    for k, n in n_restored.items():
-        lst = getattr(metric, k)
-        if not isinstance(lst, list) or len(lst) <= n:
-            continue
-        new = lst[n]
-        if isinstance(new, torch.Tensor):
-            for j in range(n):
-                if isinstance(lst[j], torch.Tensor) and lst[j].device != new.device:
-                    lst[j] = lst[j].to(new.device)
-    return True
 
 
 def _progress(enabled: bool, total: int, label: str) -> Any:
@@ -310,31 +282,9 @@ def evaluate(
     def autocast() -> Any:
         return torch.autocast(dev.type, dtype=amp_dtype) if amp else contextlib.nullcontext()
 
-    def run_batch(batch: dict[str, Any]) -> None:
-        try:
-            with torch.inference_mode(), autocast():
-                outputs = task_obj.predict(model, batch)
-        except Exception as exc:
-            _staged("predict", exc)
-            raise
-        try:
-            preds, targets = task_obj.metric_inputs(batch, outputs)
-        except Exception as exc:
-            _staged("target", exc)
-            raise
-        snaps = {k: _snapshot(m) for k, m in metric_objs.items()}
-        try:
-            for k, metric in metric_objs.items():
-                metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
-                if k in pending_restore and _move_restored(metric, pending_restore[k]):
-                    del pending_restore[k]
-            rows = task_obj.sample_records(batch, outputs, classes)
-        except Exception as exc:
-            for k, m in metric_objs.items():
-                _restore(m, snaps[k])
-            _staged("metric", exc)
-            raise
-        records.add(rows)
+    steps = BatchSteps(task=task_obj, model=model, metrics=metric_objs, classes=classes, records=records,
+                       failures=failures, autocast=autocast, fail_fast=fail_fast,
+                       pending_restore=pending_restore)
 
     label = name or getattr(dataset, "name", "eval")
     n_todo = len(loader.sampler)
@@ -343,24 +293,15 @@ def evaluate(
     with _progress(progress and rank == 0, len(done) + n_todo, label) as bar:
         bar_task = bar.add_task(label, total=len(done) + n_todo, completed=len(done)) if bar is not None else None
         for n_batch, (batch, failed) in enumerate(loader, start=1):
-            failures.extend(failed)
             if batch is not None:
-                try:
-                    run_batch(batch)
-                except Exception as exc:
-                    if fail_fast:
-                        raise
-                    if len(batch["id"]) == 1:
-                        failures.append(_predict_failure(batch["id"][0], exc))
-                    else:  # isolate the failing sample(s): retry one by one
-                        for single in decollate(batch):
-                            try:
-                                run_batch(collate([single]))
-                            except Exception as exc1:
-                                failures.append(_predict_failure(single["id"], exc1))
-            done.extend([*(batch["id"] if batch else []), *(f["id"] for f in failed)])
+                steps.run(batch)  # scored now, or with the next block (engine/loop.py)
+                done.extend(batch["id"])
+            if failed:
+                failures.extend(failed)
+                done.extend(f["id"] for f in failed)
             if (ckpt is not None and n_batch % max(1, checkpoint_every) == 0
                     and time.perf_counter() - last_save >= checkpoint_interval_s):
+                steps.flush()  # a checkpoint holds every sample in `done`, scored
                 ckpt.save(done=done, records=records, failures=failures, metrics=metric_objs,
                           elapsed_s=time.perf_counter() - t0)
                 last_save = time.perf_counter()
@@ -369,6 +310,7 @@ def evaluate(
                 if time.perf_counter() - bar_last >= 0.1:
                     bar.update(bar_task, advance=bar_pending)
                     bar_pending, bar_last = 0, time.perf_counter()
+        steps.flush()
         if bar is not None and bar_pending:
             bar.update(bar_task, advance=bar_pending)
     t_loop = time.perf_counter() - t0
@@ -450,33 +392,6 @@ def evaluate(
         "settings": {"n_resamples": n_resamples, "confidence": confidence, "seed": seed},
     }
     return results
-
-
-def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
-    """A failure record for a sample whose prediction, targets or metric update failed, tagged
-    with the stage (``predict``, ``target``, ``metric``)."""
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    stage = getattr(exc, "_mb_stage", "predict")
-    if _is_oom(exc):
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # let the next samples run
-        hint = ("segmentation metrics: lower their chunk_mb option (metrics.<name>.chunk_mb=…) or use "
-                "backend=kdtree" if stage == "metric" else "lower batch_size, or set roi_size for "
-                "sliding-window inference / amp=true")
-        return {"id": sample_id, "stage": stage,
-                "error": f"out of memory while {_STAGE_WORDS.get(stage, stage)} sample {sample_id!r}; "
-                         f"{hint} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"}
-    return {"id": sample_id, "stage": stage, "error": f"{type(exc).__name__}: {exc}{where}"}
-
-
-_STAGE_WORDS = {"predict": "predicting", "target": "reading the target of", "metric": "scoring"}
-
-
-def _is_oom(exc: BaseException) -> bool:
-    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
-    return (oom is not None and isinstance(exc, oom)) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
 
 
 def _metric_settings(metric: Metric) -> str:

@@ -56,6 +56,16 @@ class Metric:
     #: what ``update`` takes: "scores", "label_maps", "images", "measurements", "detections",
     #: "phases" or "text" (strings); the bad-input suite builds its cases from it
     input_kind: str = "tensors"
+    #: True when one ``update`` on several batches concatenated leaves the same states as one
+    #: ``update`` per batch (states that are concatenations or sums of per-sample parts), so the
+    #: engine may group updates (``engine/loop.py``). A subclass that defines its own ``update``
+    #: gets False unless it sets the flag again itself.
+    concat_updates: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "update" in vars(cls) and "concat_updates" not in vars(cls):
+            cls.concat_updates = False
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         self._defaults: dict[str, Any] = {}
@@ -95,7 +105,10 @@ class Metric:
             ids = [f"sample_{start + i}" for i in range(n)]
         if len(ids) != n:
             raise ValueError(f"{self.name}: got {len(ids)} ids for a batch of {n}")
-        self.ids.extend(str(i) for i in ids)
+        if type(ids) is list and set(map(type, ids)) == {str}:  # the engine's ids: no copies
+            self.ids.extend(ids)
+        else:
+            self.ids.extend(map(str, ids))
 
     # -- interface ------------------------------------------------------------------------------
     def update(

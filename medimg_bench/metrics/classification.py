@@ -714,6 +714,7 @@ class _ScoreMetric(Metric):
     per_sample = False
     higher_is_better = True
     input_kind = "scores"
+    concat_updates = True  # update appends the batch's scores, targets and ids
 
     def __init__(self, *, average: str | None = None, class_names: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__(class_names=class_names)
@@ -736,7 +737,7 @@ class _ScoreMetric(Metric):
                              f"{tuple(p.shape)} and {tuple(t.shape)}")
         if p.shape[0] != t.shape[0]:
             raise ValueError(f"{self.name}: pred and target lengths differ: {p.shape[0]} vs {t.shape[0]}")
-        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+        if p.is_floating_point() and not _all_finite(p):
             bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(1).nonzero().flatten().tolist()
             where = [ids[i] for i in bad] if ids is not None else bad
             raise ValueError(f"{self.name}: NaN or inf scores for sample(s) {where[:5]}")
@@ -771,6 +772,16 @@ class _ScoreMetric(Metric):
         """Bootstrap fast path: a function from cluster counts ``(b, G)`` to values ``(b, out)``,
         or None when the metric has none (the bootstrap then resamples rows)."""
         return None
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """``torch.isfinite(t).all()`` (numpy's on the CPU: ~10× faster for a few thousand rows)."""
+    if t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64, torch.float16):
+        try:
+            return bool(np.isfinite(t.numpy()).all())
+        except (RuntimeError, TypeError):  # e.g. a tensor numpy cannot view
+            pass
+    return bool(torch.isfinite(t).all())
 
 
 def _ranking_cluster_fn(

@@ -1,0 +1,290 @@
+"""The steps of the evaluation loop for one batch: predict, score (metric inputs, metric updates,
+per-sample records), and isolate the samples that fail.
+
+Scoring can be *deferred*: when every metric says ``concat_updates`` (one update on several
+batches concatenated leaves the same states as one update per batch) and the task treats every
+sample on its own (:func:`rowwise_task`), the runner only predicts each batch and keeps the
+batch and its outputs; every few thousand samples (:data:`BLOCK_ROWS`, fewer for large batches:
+:data:`BLOCK_BYTES`), before every checkpoint save and at the end, the pending batches are scored
+at once, on their concatenation. That turns ~10 small tensor operations per batch into one
+per block (the per-batch cost that dominates when the model is cheap), and the numbers are the
+same bit for bit: the metric states are concatenations, the records are rows. If scoring a
+block fails for any reason, its batches are scored one by one as without deferral, and a
+failing batch one sample at a time, so a bad sample is still a failure record with its id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from medimg_bench.engine.results import Records
+from medimg_bench.metrics.base import Metric
+from medimg_bench.sample import collate, decollate
+from medimg_bench.tasks.base import Task
+
+__all__ = ["BatchSteps", "rowwise_task", "BLOCK_ROWS", "BLOCK_BYTES"]
+
+#: pending samples that trigger scoring of a deferred block
+BLOCK_ROWS = 4096
+#: at most this many bytes of pending batches and outputs (large images: smaller blocks)
+BLOCK_BYTES = 64 * 2**20
+
+
+def rowwise_task(task: Task) -> bool:
+    """True when ``task.metric_inputs`` and ``task.sample_records`` on several batches
+    concatenated equal their per-batch results concatenated, so scoring may be deferred. A task
+    says so with a ``rowwise = True`` attribute; the classification task's own methods are
+    known to be row-wise."""
+    flag = getattr(task, "rowwise", None)
+    if flag is not None:
+        return bool(flag)
+    from medimg_bench.tasks.classification import ClassificationTask
+
+    cls = type(task)
+    return all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
+
+
+class BatchSteps:
+    """Predicts and scores batches into ``metrics``, ``records`` and ``failures`` (see the
+    module docstring); ``flush()`` scores what is pending (before a checkpoint and at the end)."""
+
+    def __init__(
+        self,
+        *,
+        task: Task,
+        model: Any,
+        metrics: Mapping[str, Metric],
+        classes: Sequence[str] | None,
+        records: Records,
+        failures: list[dict[str, Any]],
+        autocast: Callable[[], Any],
+        fail_fast: bool,
+        pending_restore: dict[str, dict[str, int]],
+        defer: bool | None = None,
+    ) -> None:
+        self.task, self.model, self.metrics, self.classes = task, model, metrics, classes
+        self.records, self.failures = records, failures
+        self.autocast, self.fail_fast = autocast, fail_fast
+        self.pending_restore = pending_restore  # restored ``cat`` items to move on first update
+        if defer is None:
+            defer = bool(metrics) and all(m.concat_updates for m in metrics.values()) and rowwise_task(task)
+        self.defer = defer
+        self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self._rows = 0
+        self._limit = 0  # rows per block, set from the first pending batch
+
+    # -- the steps --------------------------------------------------------------------------------
+    def predict(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            with torch.inference_mode(), self.autocast():
+                return self.task.predict(self.model, batch)
+        except Exception as exc:
+            _staged("predict", exc)
+            raise
+
+    def score(self, batch: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+        """Metric inputs, metric updates and records of ``batch`` (one batch or a block); on any
+        error the metrics are rolled back, nothing is recorded, and the error is raised."""
+        try:
+            preds, targets = self.task.metric_inputs(batch, outputs)  # type: ignore[arg-type]
+        except Exception as exc:
+            _staged("target", exc)
+            raise
+        snaps = {k: _snapshot(m) for k, m in self.metrics.items()}
+        try:
+            for k, metric in self.metrics.items():
+                metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
+                if k in self.pending_restore and _move_restored(metric, self.pending_restore[k]):
+                    del self.pending_restore[k]
+            rows = self.task.sample_records(batch, outputs, self.classes)  # type: ignore[arg-type]
+        except Exception as exc:
+            for k, m in self.metrics.items():
+                _restore(m, snaps[k])
+            _staged("metric", exc)
+            raise
+        self.records.add(rows)
+
+    def run(self, batch: dict[str, Any]) -> None:
+        """Predict ``batch`` and score it now, or later when scoring is deferred."""
+        try:
+            outputs = self.predict(batch)
+            if not self.defer:
+                self.score(batch, outputs)
+                return
+        except Exception as exc:
+            self._isolate(batch, exc)
+            return
+        if not self._limit:
+            self._limit = _block_rows(batch, outputs)
+        self._pending.append((batch, outputs))
+        self._rows += len(batch["id"])
+        if self._rows >= self._limit:
+            self.flush()
+
+    def flush(self) -> None:
+        """Score the pending batches: as one block, else (if that fails) batch by batch."""
+        pending, self._pending, self._rows = self._pending, [], 0
+        if len(pending) > 1:
+            try:
+                self.score(_Block([b for b, _ in pending]), _Block([o for _, o in pending]))
+                return
+            except Exception:  # find the culprits: exactly what scoring without deferral does
+                pass
+        for batch, outputs in pending:
+            try:
+                self.score(batch, outputs)
+            except Exception as exc:
+                self._isolate(batch, exc)
+
+    def _isolate(self, batch: Mapping[str, Any], exc: BaseException) -> None:
+        """``batch`` failed with ``exc``: retry one sample at a time so only the bad ones fail."""
+        if self.fail_fast:
+            raise exc
+        if len(batch["id"]) == 1:
+            self.failures.append(_predict_failure(batch["id"][0], exc))
+            return
+        for single in decollate(batch):
+            try:
+                one = collate([single])
+                self.score(one, self.predict(one))
+            except Exception as exc1:
+                self.failures.append(_predict_failure(single["id"], exc1))
+
+
+# -- deferred blocks --------------------------------------------------------------------------------
+class _Block(Mapping):
+    """Several batch (or output) dicts seen as one: a key's values are concatenated on first
+    access (tensors with ``torch.cat``, lists joined), so keys nobody reads (images) are never
+    copied. Anything that cannot be concatenated exactly (other dtypes or trailing shapes, a key
+    missing from some batches, other types) raises, and the block is scored batch by batch."""
+
+    def __init__(self, parts: Sequence[Mapping[str, Any]]) -> None:
+        self._parts = parts
+        self._cache: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._cache:
+            present = [key in p for p in self._parts]
+            if not any(present):
+                raise KeyError(key)
+            if not all(present):
+                raise ValueError(f"key {key!r} is in some batches of the block only")
+            self._cache[key] = _concat([p[key] for p in self._parts])
+        return self._cache[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts[0])
+
+    def __len__(self) -> int:
+        return len(self._parts[0])
+
+
+def _concat(values: list[Any]) -> Any:
+    """One value for the block. ``torch.cat`` itself refuses other devices, ranks and trailing
+    shapes; other dtypes (which it would promote) are refused here."""
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        if len({v.dtype for v in values}) != 1:
+            raise ValueError("batch tensors of different dtypes")
+        return torch.cat(values)
+    if isinstance(first, np.ndarray):
+        if len({(v.dtype, v.shape[1:]) for v in values}) != 1:
+            raise ValueError("batch arrays of different dtypes or trailing shapes")
+        return np.concatenate(values)
+    if all(type(v) is list for v in values):
+        return list(itertools.chain.from_iterable(values))
+    raise TypeError(f"cannot concatenate batch values of type {type(first).__name__}")
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.nelement()
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, list):
+        return sum(_nbytes(v) for v in value if isinstance(v, torch.Tensor | np.ndarray))
+    return 0
+
+
+def _block_rows(batch: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """Rows per deferred block: :data:`BLOCK_ROWS`, fewer when batches are large."""
+    rows = max(1, len(batch["id"]))
+    per_row = sum(_nbytes(v) for d in (batch, outputs) for v in d.values()) / rows
+    return max(1, min(BLOCK_ROWS, int(BLOCK_BYTES // max(per_row, 1.0))))
+
+
+# -- failures and roll-back -------------------------------------------------------------------------
+def _snapshot(metric: Metric) -> dict[str, Any]:
+    """What a failed update must be rolled back to: the length of each ``cat`` list (no copy of
+    the growing states) and a copy of the fixed-size tensor states."""
+    snap: dict[str, Any] = {}
+    for k in metric._defaults:
+        v = getattr(metric, k)
+        snap[k] = len(v) if isinstance(v, list) else (v.clone() if isinstance(v, torch.Tensor) else v)
+    return snap
+
+
+def _restore(metric: Metric, snap: Mapping[str, Any]) -> None:
+    for k, v in snap.items():
+        if isinstance(v, int) and isinstance(getattr(metric, k), list):
+            del getattr(metric, k)[v:]
+        else:
+            setattr(metric, k, v)
+
+
+def _staged(stage: str, exc: BaseException) -> BaseException:
+    """Tag ``exc`` with the stage that failed unless an inner layer already did."""
+    if not hasattr(exc, "_mb_stage"):
+        try:
+            exc._mb_stage = str(getattr(exc, "stage", stage))  # type: ignore[attr-defined]
+        except AttributeError:  # exceptions with __slots__
+            pass
+    return exc
+
+
+def _move_restored(metric: Metric, n_restored: Mapping[str, int]) -> bool:
+    """After the first update that follows a resume, put the restored items of each ``cat``
+    state on the device of the items the metric has just added; True when done."""
+    for k, n in n_restored.items():
+        lst = getattr(metric, k)
+        if not isinstance(lst, list) or len(lst) <= n:
+            continue
+        new = lst[n]
+        if isinstance(new, torch.Tensor):
+            for j in range(n):
+                if isinstance(lst[j], torch.Tensor) and lst[j].device != new.device:
+                    lst[j] = lst[j].to(new.device)
+    return True
+
+
+def _predict_failure(sample_id: str, exc: BaseException) -> dict[str, Any]:
+    """A failure record for a sample whose prediction, targets or metric update failed, tagged
+    with the stage (``predict``, ``target``, ``metric``)."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    stage = getattr(exc, "_mb_stage", "predict")
+    if _is_oom(exc):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # let the next samples run
+        hint = ("segmentation metrics: lower their chunk_mb option (metrics.<name>.chunk_mb=…) or use "
+                "backend=kdtree" if stage == "metric" else "lower batch_size, or set roi_size for "
+                "sliding-window inference / amp=true")
+        return {"id": sample_id, "stage": stage,
+                "error": f"out of memory while {_STAGE_WORDS.get(stage, stage)} sample {sample_id!r}; "
+                         f"{hint} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"}
+    return {"id": sample_id, "stage": stage, "error": f"{type(exc).__name__}: {exc}{where}"}
+
+
+_STAGE_WORDS = {"predict": "predicting", "target": "reading the target of", "metric": "scoring"}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    return (oom is not None and isinstance(exc, oom)) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
