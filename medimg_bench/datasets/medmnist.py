@@ -283,8 +283,10 @@ class MedMNISTDataset(PathManifestDataset):
         mmap: bool = True,
         cache_dir: str | Path | None = None,
         transform: Callable | None = None,
+        upsample: int | None = None,
     ) -> None:
         info = MEDMNIST_INFO[flag]
+        self.upsample = upsample
         super().__init__(
             manifest,
             root=root,
@@ -332,6 +334,9 @@ class MedMNISTDataset(PathManifestDataset):
             )
         scale = 255.0 if a.dtype == np.uint8 else 1.0
         image = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32) / np.float32(scale))
+        if self.upsample and not self.is3d and image.shape[-1] != self.upsample:
+            # nearest neighbour: each pixel repeated (PIL NEAREST for an integer factor)
+            image = torch.nn.functional.interpolate(image[None], size=(self.upsample,) * 2, mode="nearest")[0]
         y = self.labels[i]
         label: Any = (
             torch.as_tensor(y, dtype=torch.float32) if self.multilabel else int(y.reshape(-1)[0])
@@ -351,9 +356,14 @@ def medmnist(
     mmap: bool = True,
     cache_dir: str | Path | None = None,
     transform: Callable | None = None,
+    upsample: int | None = None,
 ) -> MedMNISTDataset:
     """MedMNIST ``flag`` (any of the 18 in :data:`MEDMNIST_INFO`) from ``root/{flag}.npz``
     (size 28) or ``root/{flag}_{size}.npz`` (64/128/224 for 2D, 64 for 3D).
+
+    ``upsample`` resizes 2D images to ``upsample × upsample`` pixels by nearest neighbour: the
+    MedMNIST v2 paper's "(224)" models were trained on the 28×28 images resized to 224 (not on
+    the MedMNIST+ ``_224`` files, which are images of their own).
 
     ``split``: ``train``, ``val``, ``test``. Labels are checked against the class count; a label
     out of range raises naming the split and index. Ids are ``{flag}_{split}_{index:06d}``."""
@@ -368,6 +378,8 @@ def medmnist(
     sizes = _SIZES_3D if is3d else _SIZES_2D
     if size is not None and size not in sizes:
         raise ValueError(f"{name}: size {size} not available for {flag} (sizes {sizes})")
+    if upsample is not None and (is3d or int(upsample) < 1):
+        raise ValueError(f"{name}: upsample={upsample} needs a 2D flag and a positive size")
     if root is None or str(root) in ("", "???"):
         raise ValueError(f"{name}: set root= to the folder holding {flag}.npz")
     r = Path(root).expanduser()
@@ -425,4 +437,5 @@ def medmnist(
         mmap=mmap,
         cache_dir=cache_dir,
         transform=transform,
+        upsample=upsample,
     )

@@ -44,21 +44,35 @@ def timm_classifier(
     multilabel: bool = True,
     pretrained: bool = False,
     checkpoint: str | Path | None = None,
+    stem: str = "default",
     **timm_kwargs: Any,
 ) -> ClassifierAdapter:
     """Any timm architecture with a ``num_classes`` head and ``in_channels`` input channels.
 
     ``pretrained=True`` needs the weights in the local Hugging Face cache (no download on
     machines without internet); ``checkpoint`` loads a state dict (safetensors or torch.save).
+    ``stem="small_input"`` (ResNets) replaces the 7×7 stride-2 convolution and the max-pool by
+    one 3×3 stride-1 convolution, the CIFAR-style ResNet that small images (MedMNIST at 28×28)
+    are benchmarked with: 28×28 inputs keep 28×28 features in the first stage.
     """
     import timm
 
     module = timm.create_model(
         model_name, pretrained=pretrained, num_classes=num_classes, in_chans=in_channels, **timm_kwargs
     )
+    if stem == "small_input":
+        if not (hasattr(module, "conv1") and hasattr(module, "maxpool")):
+            raise ValueError(f"stem='small_input' needs a ResNet-style model (conv1 + maxpool); "
+                             f"{model_name!r} has none")
+        width = module.conv1.out_channels
+        module.conv1 = torch.nn.Conv2d(in_channels, width, kernel_size=3, stride=1, padding=1, bias=False)
+        module.maxpool = torch.nn.Identity()
+    elif stem != "default":
+        raise ValueError(f"stem must be 'default' or 'small_input', got {stem!r}")
     if checkpoint:
         load_checkpoint(module, checkpoint)
     adapter = ClassifierAdapter(module, multilabel=multilabel, name=f"timm/{model_name}")
     adapter.config = {"factory": "timm", "model_name": model_name, "num_classes": num_classes,
-                      "in_channels": in_channels, **timm_kwargs}
+                      "in_channels": in_channels, **({"stem": stem} if stem != "default" else {}),
+                      **timm_kwargs}
     return adapter

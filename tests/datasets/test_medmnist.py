@@ -118,3 +118,21 @@ def test_bad_inputs(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="refusing to unpickle"):
         create("medmnist", tmp_path, flag="octmnist")
+
+
+def test_upsample_repeats_each_pixel_like_pil_nearest(tmp_path: Path) -> None:
+    """MedMNIST v2's "(224)" protocol: the 28x28 images resized to 224 by nearest neighbour."""
+    from PIL import Image
+
+    arrays = write_npz(tmp_path, "pneumoniamnist")
+    ds = create("medmnist", tmp_path, split="test", flag="pneumoniamnist", upsample=224)
+    img = ds[1]["image"]
+    assert img.shape == (1, 224, 224)
+    pil = np.asarray(Image.fromarray(arrays["test_images"][1]).resize((224, 224), Image.NEAREST))
+    assert torch.equal(img[0], torch.from_numpy(pil / 255.0).float())
+    rgb = write_npz(tmp_path, "bloodmnist")
+    x = create("medmnist", tmp_path, split="test", flag="bloodmnist", upsample=56)[0]["image"]
+    assert x.shape == (3, 56, 56) and torch.equal(x[:, ::2, ::2], torch.from_numpy(np.moveaxis(rgb["test_images"][0], -1, 0) / 255.0).float())
+    write_npz(tmp_path, "organmnist3d", size=28)
+    with pytest.raises(ValueError, match="upsample=224 needs a 2D flag"):
+        create("medmnist", tmp_path, split="test", flag="organmnist3d", upsample=224)

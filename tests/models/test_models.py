@@ -111,3 +111,20 @@ def test_checkpoint_errors_name_the_file_and_the_reason(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"garbage bytes")
     with pytest.raises(ValueError, match=r"junk\.pt.*could not be loaded safely.*weights_only"):
         load_checkpoint(module, tmp_path / "junk.pt")
+
+
+def test_timm_small_input_stem_is_the_cifar_resnet():
+    """stem='small_input': the CIFAR-style ResNet-18 MedMNIST benchmarks 28x28 images with (3x3
+    stride-1 first convolution, no max-pool): 11,173,962 parameters for 3 channels / 10 classes,
+    28x28 features after the first stage, 4x4 after the last."""
+    from medimg_bench.models.classification import timm_classifier
+
+    a = timm_classifier(model_name="resnet18", num_classes=10, in_channels=3, multilabel=False, stem="small_input")
+    net = a.module
+    assert sum(p.numel() for p in net.parameters()) == 11_173_962
+    x = torch.zeros(2, 3, 28, 28)
+    assert net.layer1(net.maxpool(net.act1(net.bn1(net.conv1(x))))).shape[-2:] == (28, 28)
+    assert net.forward_features(x).shape == (2, 512, 4, 4)
+    assert a.config["stem"] == "small_input"
+    with pytest.raises(ValueError, match="stem must be"):
+        timm_classifier(model_name="resnet18", num_classes=2, stem="tiny")
