@@ -34,6 +34,8 @@ __all__ = ["BatchSteps", "rowwise_task", "BLOCK_ROWS", "BLOCK_BYTES"]
 BLOCK_ROWS = 4096
 #: at most this many bytes of pending batches and outputs (large images: smaller blocks)
 BLOCK_BYTES = 64 * 2**20
+#: batch keys not kept while a batch waits to be scored (the model's input)
+DROP_KEYS = frozenset({"image"})
 
 
 def rowwise_task(task: Task) -> bool:
@@ -66,6 +68,7 @@ class BatchSteps:
         autocast: Callable[[], Any],
         fail_fast: bool,
         pending_restore: dict[str, dict[str, int]],
+        refetch: Callable[[int], Mapping[str, Any] | None] | None = None,
         defer: bool | None = None,
     ) -> None:
         self.task, self.model, self.metrics, self.classes = task, model, metrics, classes
@@ -75,7 +78,11 @@ class BatchSteps:
         if defer is None:
             defer = bool(metrics) and all(m.concat_updates for m in metrics.values()) and rowwise_task(task)
         self.defer = defer
-        self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.refetch = refetch  # batch number → the batch loaded again (all its keys)
+        # keys not kept while a batch waits (the model's input: memory, and the allocator reuses
+        # the next batch's buffers); reading one raises _DroppedKey and the batch is loaded again
+        self._drop = DROP_KEYS if refetch is not None else frozenset()
+        self._pending: list[tuple[int, dict[str, Any], dict[str, Any], frozenset[str]]] = []
         self._rows = 0
         self._limit = 0  # rows per block, set from the first pending batch
 
@@ -110,8 +117,9 @@ class BatchSteps:
             raise
         self.records.add(rows)
 
-    def run(self, batch: dict[str, Any]) -> None:
-        """Predict ``batch`` and score it now, or later when scoring is deferred."""
+    def run(self, batch: dict[str, Any], n_batch: int = 0) -> None:
+        """Predict ``batch`` (the loader's ``n_batch``-th) and score it now, or later when
+        scoring is deferred."""
         try:
             outputs = self.predict(batch)
             if not self.defer:
@@ -120,9 +128,10 @@ class BatchSteps:
         except Exception as exc:
             self._isolate(batch, exc)
             return
+        kept = {k: v for k, v in batch.items() if k not in self._drop} if self._drop else batch
         if not self._limit:
-            self._limit = _block_rows(batch, outputs)
-        self._pending.append((batch, outputs))
+            self._limit = _block_rows(kept, outputs)
+        self._pending.append((n_batch, kept, outputs, self._drop))
         self._rows += len(batch["id"])
         if self._rows >= self._limit:
             self.flush()
@@ -131,16 +140,54 @@ class BatchSteps:
         """Score the pending batches: as one block, else (if that fails) batch by batch."""
         pending, self._pending, self._rows = self._pending, [], 0
         if len(pending) > 1:
+            dropped = frozenset().union(*{p[3] for p in pending})
             try:
-                self.score(_Block([b for b, _ in pending]), _Block([o for _, o in pending]))
+                self.score(_Block([p[1] for p in pending], dropped), _Block([p[2] for p in pending]))
                 return
+            except _DroppedKey:  # the task reads a key not kept: keep every key from now on
+                self._drop = frozenset()
             except Exception:  # find the culprits: exactly what scoring without deferral does
                 pass
-        for batch, outputs in pending:
-            try:
-                self.score(batch, outputs)
-            except Exception as exc:
-                self._isolate(batch, exc)
+        for n_batch, kept, outputs, dropped in pending:
+            self._score_one(n_batch, kept, outputs, dropped)
+
+    def _score_one(self, n_batch: int, kept: dict[str, Any], outputs: dict[str, Any],
+                   dropped: frozenset[str]) -> None:
+        """Score one pending batch as scoring without deferral would, loading it again when it
+        needs a key that was not kept or a failing sample must be predicted on its own."""
+        try:
+            self.score(_Block([kept], dropped) if dropped else kept, outputs)
+            return
+        except _DroppedKey:
+            self._drop, exc = frozenset(), None
+        except Exception as e:
+            exc = e
+        batch: Mapping[str, Any] | None = kept
+        if dropped:
+            batch = self._refetch(n_batch, kept["id"])
+            if batch is None:
+                return
+            if exc is None:
+                try:
+                    self.score(batch, outputs)
+                    return
+                except Exception as e:
+                    exc = e
+        self._isolate(batch, exc)  # type: ignore[arg-type]
+
+    def _refetch(self, n_batch: int, ids: Sequence[str]) -> dict[str, Any] | None:
+        """Batch ``n_batch`` loaded again, restricted to ``ids`` (the samples that loaded the first
+        time); a sample that no longer loads is a failure."""
+        batch = self.refetch(n_batch)  # type: ignore[misc]
+        if batch is not None and list(batch["id"]) == list(ids):
+            return dict(batch)
+        found = {s["id"]: s for s in decollate(batch)} if batch is not None else {}
+        for sid in ids:
+            if sid not in found:
+                self.failures.append({"id": sid, "stage": "load", "error": "the sample loaded once but not "
+                                      "when loaded again to isolate a failing sample of its batch"})
+        keep = [found[sid] for sid in ids if sid in found]
+        return collate(keep) if keep else None
 
     def _isolate(self, batch: Mapping[str, Any], exc: BaseException) -> None:
         """``batch`` failed with ``exc``: retry one sample at a time so only the bad ones fail."""
@@ -158,17 +205,26 @@ class BatchSteps:
 
 
 # -- deferred blocks --------------------------------------------------------------------------------
+class _DroppedKey(RuntimeError):
+    """A key not kept for deferred scoring was read (not a ``KeyError``: ``get`` must not
+    answer None for it)."""
+
+
 class _Block(Mapping):
     """Several batch (or output) dicts seen as one: a key's values are concatenated on first
-    access (tensors with ``torch.cat``, lists joined), so keys nobody reads (images) are never
-    copied. Anything that cannot be concatenated exactly (other dtypes or trailing shapes, a key
-    missing from some batches, other types) raises, and the block is scored batch by batch."""
+    access (tensors with ``torch.cat``, lists joined; one batch's values as they are), so keys
+    nobody reads are never copied. Anything that cannot be concatenated exactly (other dtypes or
+    trailing shapes, a key missing from some batches, other types) raises, and the block is
+    scored batch by batch; reading a key in ``dropped`` raises :class:`_DroppedKey`."""
 
-    def __init__(self, parts: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, parts: Sequence[Mapping[str, Any]], dropped: frozenset[str] = frozenset()) -> None:
         self._parts = parts
+        self._dropped = dropped
         self._cache: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
+        if key in self._dropped:
+            raise _DroppedKey(f"batch key {key!r} was not kept for deferred scoring")
         if key not in self._cache:
             present = [key in p for p in self._parts]
             if not any(present):
@@ -179,16 +235,18 @@ class _Block(Mapping):
         return self._cache[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._parts[0])
+        return iter([*self._parts[0], *(k for k in self._dropped if k not in self._parts[0])])
 
     def __len__(self) -> int:
-        return len(self._parts[0])
+        return len(list(iter(self)))
 
 
 def _concat(values: list[Any]) -> Any:
     """One value for the block. ``torch.cat`` itself refuses other devices, ranks and trailing
     shapes; other dtypes (which it would promote) are refused here."""
     first = values[0]
+    if len(values) == 1:
+        return first
     if isinstance(first, torch.Tensor):
         if len({v.dtype for v in values}) != 1:
             raise ValueError("batch tensors of different dtypes")

@@ -179,3 +179,30 @@ def test_a_block_refuses_what_it_cannot_concatenate_exactly():
         loop._Block([a, {**b, "label": torch.ones(1, 4)}])["label"]
     with pytest.raises(TypeError):  # a list of variable-size images next to a stacked tensor
         loop._Block([{**a, "label": [torch.zeros(3), torch.zeros(4)]}, b])["label"]
+
+
+class ImageReading(type(create_task("classification"))):
+    """A row-wise task whose metric inputs read the image, which deferred batches do not keep."""
+
+    rowwise = True
+
+    def metric_inputs(self, batch, outputs):
+        preds, targets = super().metric_inputs(batch, outputs)
+        return preds * (batch["image"].flatten(1)[:, :1] >= 0), targets
+
+
+def test_a_task_reading_a_key_not_kept_gets_its_batches_loaded_again(monkeypatch):
+    ds = Tensors(unreadable={"s009"})
+    with monkeypatch.context() as m:
+        m.setattr(loop, "BLOCK_ROWS", 12)
+        runs = []
+        for deferred in (False, True):
+            if not deferred:
+                m.setattr(loop, "rowwise_task", lambda task: False)
+            else:
+                m.undo()
+                m.setattr(loop, "BLOCK_ROWS", 12)
+            runs.append(evaluate(Model(nan_for={"s014"}), ds, task=ImageReading(), metrics=_metrics(ds.classes, None),
+                                 batch_size=4, progress=False, n_resamples=20))
+    _same(runs[1], runs[0])
+    assert sorted(runs[1].failures["id"]) == ["s009", "s014"]
