@@ -108,10 +108,16 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--n-resamples", type=int, default=0)
+    ap.add_argument("--no-defer", action="store_true",
+                    help="score every batch as it comes (the engine's path before deferred scoring)")
     ap.add_argument("--data", default="pool", choices=["pool", "synthetic_cxr"],
                     help="pool: 256 in-memory images (no I/O, the harshest case for the engine); "
                     "synthetic_cxr: PNG phantoms read from disk (3 findings; --classes is ignored)")
     args = ap.parse_args()
+    if args.no_defer:
+        from medimg_bench.engine import loop
+
+        loop.rowwise_task = lambda task: False  # BatchSteps then scores per batch
     dev = resolve_device(args.device)
     if args.data == "pool":
         ds = PoolDataset(args.n, args.classes, args.size, args.channels)
