@@ -186,8 +186,10 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
         from medimg_bench.engine.subgroups import subgroup_summary
 
         # per-category CIs clustered by patient, as the single run's
-        summary["subgroups"] = {a: subgroup_summary(metrics, labels, patients=patients)
-                                for a, labels in ref["subgroups"].items()}
+        summary["subgroups"] = {
+            a: subgroup_summary(metrics, labels, patients=patients, n_resamples=int(settings["n_resamples"]),
+                                confidence=float(settings["confidence"]), seed=int(settings["seed"]))
+            for a, labels in ref["subgroups"].items()}
     manifest = dict(ref["manifest"])
     manifest.pop("shard", None)
     manifest["merged_from"] = [{"run_dir": str(dirs[order_of[k]]), "shard": f"{st['shard'][0]}/{n}",

@@ -372,7 +372,8 @@ def evaluate(
         subgroup_map = {attr: subgroup_labels(manifest_df, attr) for attr in subgroups}
         if shard_spec is None:
             summary["subgroups"] = {
-                attr: subgroup_summary(metric_objs, subgroup_map[attr]) for attr in subgroups
+                attr: subgroup_summary(metric_objs, subgroup_map[attr], n_resamples=n_resamples,
+                                       confidence=confidence, seed=seed) for attr in subgroups
             }
         else:  # a shard's groups can be too small to score: `medimg-bench merge` computes them
             summary["subgroups_note"] = "subgroup breakdowns are computed when the shards are merged"

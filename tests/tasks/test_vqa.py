@@ -167,13 +167,19 @@ def test_scoring_config_prompts_are_used_and_task_prompts_win():
 def test_per_category_breakdown_through_the_cli_on_synthetic_vqa(tmp_path, monkeypatch):
     """Per-question-type accuracy and unparsed_rate come from ``subgroups=[question_type]``."""
     from medimg_bench.cli import main
+    from medimg_bench.engine import subgroups as sg
 
     monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    seen = []
+    real = sg.subgroup_summary
+    monkeypatch.setattr(sg, "subgroup_summary", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     out = tmp_path / "runs"
     rc = main(["run", "task=vqa", "dataset=synthetic_vqa", "model=tiny_vlm", "scoring=medimg_bench",
                "bootstrap.n_resamples=20", "progress=false", f"output_dir={out}",
-               "task.options.max_new_tokens=4", "subgroups=[question_type]", "batch_size=16"])
+               "task.options.max_new_tokens=4", "subgroups=[question_type]", "batch_size=16", "seed=5"])
     assert rc == 0
+    # the per-category CIs use the run's bootstrap settings
+    assert seen and all(kw["n_resamples"] == 20 and kw["seed"] == 5 and kw["confidence"] == 0.95 for kw in seen)
     run = next(p.parent for p in out.rglob("summary.json"))
     summary = json.loads((run / "summary.json").read_text())
     samples = pd.read_parquet(run / "samples.parquet")
