@@ -119,16 +119,32 @@ def test_needs_source_and_missing_pieces_refused(tmp_path):
     assert cli_main(["medmnist_v2_resnet18_28", "dataset.root=/nonexistent"]) == 2
 
 
-def test_a_flag_without_published_values_is_refused(tmp_path):
-    """The MedMNIST ResNet-18 card has BreastMNIST numbers only: another flag has nothing to
-    compare with and must not be judged against them."""
-    from medimg_bench.baselines.cards import load_card
+def test_a_flag_without_published_values_is_measured_without_a_verdict(npz_root, tmp_path, capsys):
+    """Numbers published for one flag are never used to judge another: that run is measured and
+    its rows say "no published value"; a comma-separated flag sweeps (one run each, one table)."""
+    import shutil
 
-    card = load_card("medmnist_v2_resnet18_28")
-    assert card["published_for"] == {"flag": "breastmnist"}
-    with pytest.raises(CardError, match="published values are for flag=breastmnist only, not flag=pathmnist"):
-        reproduce(card, ["flag=pathmnist", f"dataset.root={tmp_path}"], run_dir=tmp_path / "r")
-    assert not (tmp_path / "r").exists()
+    import yaml
+
+    shutil.copy(npz_root / "breastmnist.npz", npz_root / "pneumoniamnist.npz")
+    card = _card(npz_root, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC passes: a test card")
+    card["published_for"] = {"flag": "breastmnist"}
+    card["dataset"]["expected"]["counts"] = {"breastmnist": {"train": 40, "val": 8, "test": 40},
+                                             "pneumoniamnist": {"train": 40, "val": 8, "test": 40}}
+    path = tmp_path / "card.yaml"
+    path.write_text(yaml.safe_dump(card))
+    rc = cli_main([str(path), "flag=breastmnist,pneumoniamnist", "--run-dir", str(tmp_path / "sweep")])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "pneumoniamnist is measured without a verdict" in out
+    breast = json.loads((tmp_path / "sweep" / "flag=breastmnist" / "reproduce.json").read_text())
+    pneu = json.loads((tmp_path / "sweep" / "flag=pneumoniamnist" / "reproduce.json").read_text())
+    assert breast["reproduced"] is True and breast["rows"][0]["verdict"] == "reproduced"
+    assert pneu["reproduced"] is None and pneu["params"] == {"flag": "pneumoniamnist"}
+    row = pneu["rows"][0]
+    assert row["verdict"] == "no published value" and row["published"] is None
+    assert row["measured"] is not None and row["ci_low"] <= row["measured"] <= row["ci_high"]
+    assert out.count("flag=pneumoniamnist") >= 1  # the sweep table
 
 
 @pytest.mark.parametrize("mutate, field", [
