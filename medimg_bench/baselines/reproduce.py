@@ -235,7 +235,7 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("overrides", nargs="*")
     ap.add_argument("--list", action="store_true", help="list the cards and what each needs")
     ap.add_argument("--run-dir", default=None)
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)  # overrides may come before and after --run-dir
     if a.list or not a.card:
         print(_list())
         return 0

@@ -133,7 +133,7 @@ def test_a_flag_without_published_values_is_measured_without_a_verdict(npz_root,
                                              "pneumoniamnist": {"train": 40, "val": 8, "test": 40}}
     path = tmp_path / "card.yaml"
     path.write_text(yaml.safe_dump(card))
-    rc = cli_main([str(path), "flag=breastmnist,pneumoniamnist", "--run-dir", str(tmp_path / "sweep")])
+    rc = cli_main([str(path), "--run-dir", str(tmp_path / "sweep"), "flag=breastmnist,pneumoniamnist"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "pneumoniamnist is measured without a verdict" in out
