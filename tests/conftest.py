@@ -29,3 +29,14 @@ def shared_data() -> Path:
 def synthetic_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A per-session folder for generated phantoms (never the user's cache)."""
     return tmp_path_factory.mktemp("synthetic")
+
+
+@pytest.fixture(scope="module")
+def chat_server():
+    """Base URL (``http://127.0.0.1:PORT/v1``) of a loopback chat-completions server process."""
+    from tests.models.vlm._helpers import start_chat_server
+
+    proc, port = start_chat_server()
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.kill()
+    proc.wait()

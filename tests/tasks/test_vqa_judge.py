@@ -12,7 +12,6 @@ import medimg_bench as mb
 from medimg_bench.metrics.text.judge import judge_prompt, parse_judge_reply
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.tasks.vqa import VQATask
-from tests.models.vlm._helpers import start_chat_server
 from tests.tasks.test_vqa import Scripted, _vqa_rad
 
 OPTS = ["pleural effusion", "pneumothorax", "cardiomegaly"]
@@ -143,14 +142,6 @@ def test_closed_question_judged_and_cached_rerun_makes_zero_judge_calls(tmp_path
                        n_resamples=20)
     assert again.calls == 0
     assert res2.summary["metrics"]["accuracy"]["mean"]["value"] == pytest.approx(1.0)
-
-
-@pytest.fixture(scope="module")
-def chat_server():
-    proc, port = start_chat_server()
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.kill()
-    proc.wait()
 
 
 def test_openai_judge_over_the_loopback_server(tmp_path, chat_server):

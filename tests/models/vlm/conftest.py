@@ -1,4 +1,5 @@
-"""Fixtures for the VLM tests: a counting fake adapter, the loopback chat server, the tiny model."""
+"""Fixtures for the VLM tests: a counting fake adapter, the tiny model (the loopback chat server
+is in ``tests/conftest.py``: the VQA task tests use it too)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,6 @@ def counting_adapter():
     return CountingAdapter()
 
 
-@pytest.fixture(scope="module")
-def chat_server():
-    """Base URL (``http://127.0.0.1:PORT/v1``) of a loopback chat-completions server process."""
-    proc, port = start_chat_server()
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.kill()
-    proc.wait()
 
 
 @pytest.fixture(scope="module")
