@@ -16,6 +16,11 @@ it; see docs/vlm.md for the file and commit read). Each returns the same dict sh
 
 Known difference: the contraction table of ``glossary.py`` is not reproduced (it only rewrites
 forms such as "isnt" → "isn't", rare in medical answers).
+
+Multiple choice under each profile: ``llava_med_choice`` (``eval_science_qa.py``'s "The answer
+is X." rule), ``multimedeval_choice`` (the QA family's BLEU-1 option matching),
+``lmms_eval_choice`` (MedEvalKit's ``judge_multi_choice``), ``vlmevalkit_can_infer``
+(``can_infer``); none ever draws a random option: docs/vlm.md.
 """
 
 from __future__ import annotations
