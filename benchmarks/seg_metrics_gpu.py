@@ -149,6 +149,22 @@ def _case(name, seg, sp, shift, args) -> None:
     print(f"  {'monai (' + args.device + ')':<28} {t:8.3f} s")
 
 
+def _many(args, seg, sp) -> None:
+    """``--cases N`` copies of the native case (each with its own shift) in one call, against one
+    call per case: the batch's classes of all cases share the distance transforms."""
+    n = args.cases
+    k = int(seg.max()) + 1
+    shifts = [(1 + i % 3, -1 - i % 2, 1) for i in range(n)]
+    pred = np.stack([np.roll(seg, s_, (0, 1, 2)) for s_ in shifts])
+    target = np.stack([seg] * n)
+    pd_, td_ = torch.from_numpy(pred).to(args.device), torch.from_numpy(target).to(args.device)
+    t_one, out = _best(lambda: _ours(pd_, td_, k, sp, "torch"), args.repeat, args.device)
+    t_each, _ = _best(lambda: [_ours(pd_[i : i + 1], td_[i : i + 1], k, sp, "torch") for i in range(n)],
+                      args.repeat, args.device)
+    print(f"\n{n} native cases: one call {t_one:.3f} s, one call per case {t_each:.3f} s "
+          f"({t_each / t_one:.1f}x)")
+
+
 def _big(args) -> None:
     from medimg_bench.metrics.segmentation import segmentation_scores
 
@@ -190,6 +206,7 @@ def main() -> None:
                     help="batched: all classes of a case at once (the default path on GPUs); "
                          "auto / edt / brute: the per-class path with that search")
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--cases", type=int, default=1, help="also N native cases in one call vs one by one")
     ap.add_argument("--steps", action="store_true", help="time the batched path's steps")
     ap.add_argument("--no-monai", action="store_true", help="skip MONAI (68 s on the full-resolution case)")
     ap.add_argument("--profile", action="store_true", help="print the torch profiler's top operations")
@@ -211,6 +228,8 @@ def main() -> None:
     elif args.seg.exists():
         seg, sp = _load(args.seg)
         _case("TotalSegmentator, native", seg, sp, (2, -1, 1), args)
+        if args.cases > 1:
+            _many(args, seg, sp)
         u = args.upsample
         if u > 1:
             big = seg.repeat(u, 0).repeat(u, 1).repeat(u, 2)

@@ -22,7 +22,7 @@ from medimg_bench.metrics._surface import (
     class_surface_distances,
     distance_metric_value,
 )
-from medimg_bench.metrics._surface_batched import case_distance_metrics
+from medimg_bench.metrics._surface_batched import Item, distance_metrics
 from medimg_bench.metrics._surface_torch import (
     label_boxes_torch,
     onehot_boxes_torch,
@@ -286,6 +286,7 @@ def compute_scores(
     out = {m: np.full((n, c), math.nan) for m in metrics}
     status = np.zeros((n, c), dtype=np.int8)
     want_dist = [m for m in metrics if m in _DIST]
+    pending: dict[tuple[float, ...], list[Item]] = {}  # batched path: items by spacing
     for b, (p, t, sp) in enumerate(zip(preds, targets, spacings)):
         counts = _overlap_counts(p, t, num_classes, one_hot)
         shape = p.shape[1:] if one_hot else p.shape
@@ -294,7 +295,6 @@ def compute_scores(
         fill = diag if fill is None else float(fill)
         voxel = float(np.prod(sp))
         on_device: list[tuple[int, tuple[torch.Tensor, ...]]] = []  # (class column, distances)
-        batch_items: list[tuple[int, int, tuple[slice, ...]]] = []  # (class column, class, box)
         if want_dist and use_torch:
             pn, tn = p, t
             boxer = onehot_boxes_torch if one_hot else label_boxes_torch
@@ -321,8 +321,9 @@ def compute_scores(
                     out[m][b, j] = fill if v == EMPTY_DISTANCE else float(v)
             if not want_dist or pe or te:
                 continue
-            if batched:
-                batch_items.append((j, cls, _union(boxes_p[cls], boxes_t[cls])))
+            if batched:  # every class of every case of the batch at once, after this loop
+                pending.setdefault(tuple(float(v) for v in sp), []).append(
+                    Item((b, j), pn, tn, cls, _union(boxes_p[cls], boxes_t[cls])))
                 continue
             if use_torch:
                 box = _union(boxes_p[cls], boxes_t[cls])
@@ -352,21 +353,6 @@ def compute_scores(
                 out[m][b, j] = distance_metric_value(
                     sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
                 )
-        if batch_items:
-            try:
-                values = case_distance_metrics(
-                    pn, tn, batch_items, sp, conv, want_dist, one_hot=one_hot,
-                    percentile=percentile, tolerance=tolerance, directed=directed,
-                    chunk_bytes=chunk_bytes)
-            except torch.cuda.OutOfMemoryError as err:
-                raise RuntimeError(
-                    f"case {b}: out of GPU memory computing surface distances of "
-                    f"{len(batch_items)} classes; pass a smaller chunk_mb (now "
-                    f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
-                ) from err
-            for j, vals in values.items():
-                for m in want_dist:
-                    out[m][b, j] = vals[m]
         if on_device:
             # every class of the case comes to the host in one copy
             parts = [x for _, four in on_device for x in four]
@@ -380,5 +366,20 @@ def compute_scores(
                     out[m][b, j] = distance_metric_value(
                         sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
                     )
+    for spacing_key, items in pending.items():
+        try:
+            values = distance_metrics(items, spacing_key, conv, want_dist, one_hot=one_hot,
+                                      percentile=percentile, tolerance=tolerance, directed=directed,
+                                      chunk_bytes=chunk_bytes)
+        except torch.cuda.OutOfMemoryError as err:
+            cases = sorted({it.key[0] for it in items})
+            raise RuntimeError(
+                f"case(s) {cases}: out of GPU memory computing surface distances of "
+                f"{len(items)} classes; pass a smaller chunk_mb (now "
+                f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
+            ) from err
+        for (b, j), vals in values.items():
+            for m in want_dist:
+                out[m][b, j] = vals[m]
     result = {m: torch.from_numpy(v).to(device) for m, v in out.items()}
     return result, torch.from_numpy(status).to(device)

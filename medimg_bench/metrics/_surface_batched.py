@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -44,7 +45,7 @@ from medimg_bench.metrics._surface_torch import (
 )
 from medimg_bench.metrics.seg_conventions import SegConvention
 
-__all__ = ["GROUP_SLACK", "case_distance_metrics", "plan_groups", "numpy_linear_percentile"]
+__all__ = ["GROUP_SLACK", "Item", "distance_metrics", "plan_groups", "numpy_linear_percentile"]
 
 #: Half-width (voxels) of the min-plus window along the axes after the first: a point whose
 #: windowed distance is not provably exact (a seed beyond the window could be nearer) is searched
@@ -66,7 +67,14 @@ GPU_WASTE_VOXELS = 8_000_000
 #: both surfaces) and the masks.
 BYTES_PER_VOXEL = 40
 
-Item = tuple[int, int, tuple[slice, ...]]  # (output column, class, bounding box)
+class Item(NamedTuple):
+    """One class of one case that needs distances: values come back under ``key``."""
+
+    key: Any  # e.g. (case, column)
+    pred: torch.Tensor  # the case's label map, or its one-hot stack
+    target: torch.Tensor
+    cls: int
+    box: tuple[slice, ...]  # bounding box of pred | target for the class
 
 
 def plan_groups(shapes: Sequence[tuple[int, ...]], budget_bytes: int, *,
@@ -125,21 +133,21 @@ def percentile_ranks(n: int, q: float) -> tuple[int, int]:
     return prev, prev + 1
 
 
-def _stack(p: torch.Tensor, t: torch.Tensor, items: list[Item], one_hot: bool,
-           shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Zero-padded ``(B, *(shape + 2))`` boolean stacks of each class's cropped masks."""
+def _stack(items: list[Item], one_hot: bool, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-padded ``(B, *(shape + 2))`` boolean stacks of each item's cropped masks."""
     b = len(items)
     full = (b,) + tuple(s + 2 for s in shape)
-    ps = torch.zeros(full, dtype=torch.bool, device=p.device)
-    ts = torch.zeros(full, dtype=torch.bool, device=p.device)
-    for i, (_, cls, box) in enumerate(items):
-        dst = (i,) + tuple(slice(1, 1 + (sl.stop - sl.start)) for sl in box)
+    dev = items[0].pred.device
+    ps = torch.zeros(full, dtype=torch.bool, device=dev)
+    ts = torch.zeros(full, dtype=torch.bool, device=dev)
+    for i, it in enumerate(items):
+        dst = (i,) + tuple(slice(1, 1 + (sl.stop - sl.start)) for sl in it.box)
         if one_hot:
-            ps[dst] = p[cls][box].bool()
-            ts[dst] = t[cls][box].bool()
+            ps[dst] = it.pred[it.cls][it.box].bool()
+            ts[dst] = it.target[it.cls][it.box].bool()
         else:
-            ps[dst] = p[box] == cls
-            ts[dst] = t[box] == cls
+            ps[dst] = it.pred[it.box] == it.cls
+            ts[dst] = it.target[it.box] == it.cls
     return ps, ts
 
 
@@ -271,25 +279,25 @@ def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: 
     return out
 
 
-def case_distance_metrics(
-    p: torch.Tensor, t: torch.Tensor, items: list[Item], spacing: tuple[float, ...],
-    conv: SegConvention, metrics: Sequence[str], *, one_hot: bool, percentile: float | None,
-    tolerance: float, directed: bool, chunk_bytes: int | None = None,
-) -> dict[int, dict[str, float]]:
-    """Distance metrics (mm; NSD a fraction) of every ``(column, class, box)`` item of one case,
-    keyed by column. ``p``/``t`` are the case's label maps (or one-hot stacks) on their device;
-    every item's masks are non-empty in both."""
+def distance_metrics(
+    items: list[Item], spacing: tuple[float, ...], conv: SegConvention, metrics: Sequence[str], *,
+    one_hot: bool, percentile: float | None, tolerance: float, directed: bool,
+    chunk_bytes: int | None = None,
+) -> dict[Any, dict[str, float]]:
+    """Distance metrics (mm; NSD a fraction) of every item — classes of one or several cases with
+    the same ``spacing`` — keyed by ``item.key``; every item's masks are non-empty in both."""
+    dev = items[0].pred.device
     if chunk_bytes is None:
-        chunk_bytes = CHUNK_BYTES if p.device.type != "cpu" else CPU_CHUNK_BYTES
+        chunk_bytes = CHUNK_BYTES if dev.type != "cpu" else CPU_CHUNK_BYTES
     # groups are bigger than the chunks of the passes: fewer groups, fewer synchronisations
-    budget = max((16 if p.device.type == "cuda" else 4) * chunk_bytes, 64 << 20)
-    shapes = [tuple(sl.stop - sl.start for sl in box) for _, _, box in items]
-    results: dict[int, dict[str, float]] = {}
-    waste = GPU_WASTE_VOXELS if p.device.type == "cuda" else 0
+    budget = max((16 if dev.type == "cuda" else 4) * chunk_bytes, 64 << 20)
+    shapes = [tuple(sl.stop - sl.start for sl in it.box) for it in items]
+    results: dict[Any, dict[str, float]] = {}
+    waste = GPU_WASTE_VOXELS if dev.type == "cuda" else 0
     for group in plan_groups(shapes, budget, waste_voxels=waste):
         sub = [items[i] for i in group]
         shape = tuple(max(shapes[i][k] for i in group) for k in range(len(shapes[group[0]])))
-        results.update(_group_metrics(p, t, sub, shape, spacing, conv, metrics, one_hot=one_hot,
+        results.update(_group_metrics(sub, shape, spacing, conv, metrics, one_hot=one_hot,
                                       percentile=percentile, tolerance=tolerance,
                                       directed=directed, chunk_bytes=chunk_bytes))
     return results
@@ -361,10 +369,11 @@ def _exact_far(qp, qt, b, g1, d2_pt, d2_tp, bound, coords, chunk_bytes, full_cos
     return d2_pt, d2_tp
 
 
-def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, percentile, tolerance,
-                   directed, chunk_bytes) -> dict[int, dict[str, float]]:
-    clock = _Clock(p.device)
-    ps, ts = _stack(p, t, items, one_hot, shape)
+def _group_metrics(items, shape, spacing, conv, metrics, *, one_hot, percentile, tolerance,
+                   directed, chunk_bytes) -> dict[Any, dict[str, float]]:
+    dev = items[0].pred.device
+    clock = _Clock(dev)
+    ps, ts = _stack(items, one_hot, shape)
     b = len(items)
     clock("stack")
     if conv.surface == "edge":
@@ -374,7 +383,7 @@ def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, perce
         cp, ct = _neighbour_codes(ps, lead=1), _neighbour_codes(ts, lead=1)
         full = 2 ** (2 ** len(shape)) - 1
         sp, st = (cp != 0) & (cp != full), (ct != 0) & (ct != full)
-        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(p.device)
+        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(dev)
         wp, wt = table[cp[sp].long()], table[ct[st].long()]
         del cp, ct
     del ps, ts
@@ -417,7 +426,7 @@ def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, perce
         stats = _device_stats(_sqrt(d2_pt), _sqrt(d2_tp), n_p, n_t, conv, metrics, percentile,
                               tolerance, directed)
         clock("statistics")
-        return {j: v for (j, _, _), v in zip(items, stats)}
+        return {it.key: v for it, v in zip(items, stats)}
     parts = [d2_pt, d2_tp] + ([wp, wt] if wp is not None else [])
     host = torch.cat(parts).cpu().numpy()
     d_pt_all, d_tp_all = np.sqrt(host[: n_p.sum()]), np.sqrt(host[n_p.sum(): n_p.sum() + n_t.sum()])
@@ -426,14 +435,14 @@ def _group_metrics(p, t, items, shape, spacing, conv, metrics, *, one_hot, perce
     w_tp_all = host[off + n_p.sum():] if wp is not None else None
     sp_starts = np.concatenate([[0], np.cumsum(n_p)])
     st_starts = np.concatenate([[0], np.cumsum(n_t)])
-    out: dict[int, dict[str, float]] = {}
-    for i, (j, _, _) in enumerate(items):
+    out: dict[Any, dict[str, float]] = {}
+    for i, it in enumerate(items):
         a, z = sp_starts[i], sp_starts[i + 1]
         c, e = st_starts[i], st_starts[i + 1]
         sd = SurfaceDistances(
             d_pt_all[a:z], w_pt_all[a:z] if w_pt_all is not None else np.ones(z - a),
             d_tp_all[c:e], w_tp_all[c:e] if w_tp_all is not None else np.ones(e - c),
         )
-        out[j] = {m: distance_metric_value(sd, m, conv, percentile=percentile, tolerance=tolerance,
+        out[it.key] = {m: distance_metric_value(sd, m, conv, percentile=percentile, tolerance=tolerance,
                                            directed=directed) for m in metrics}
     return out

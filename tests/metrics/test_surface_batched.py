@@ -85,6 +85,9 @@ def test_two_d_one_hot_and_several_cases(forced):
     oh = lambda x: np.moveaxis(np.eye(6, dtype=np.uint8)[x], -1, 1)  # noqa: E731
     _compare(p, t, num_classes=6, spacing=(0.5, 1.5), spatial_dims=2, metrics=("hd95", "assd", "nsd"))
     _compare(oh(p), oh(t), one_hot=True, spacing=(0.5, 1.5), spatial_dims=2, metrics=("hd95", "assd", "nsd"))
+    # the classes of all cases are batched together, grouped by spacing
+    _compare(p, t, num_classes=6, spacing=[(0.5, 1.5), (1.0, 0.7), (0.5, 1.5)], spatial_dims=2,
+             metrics=("hd95", "assd", "nsd"))
 
 
 @settings(max_examples=200, deadline=None)
@@ -172,3 +175,17 @@ def test_windowed_transform_with_exact_far_points_equals_kdtree(forced, monkeypa
              metrics=("hausdorff", "hd95", "assd", "nsd"))
     _compare(p, t, num_classes=12, spacing=(0.8, 0.8, 2.5), spatial_dims=3, convention="medpy",
              metrics=("hd95", "assd"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_several_cases_and_spacings_in_one_call():
+    t = np.stack([_organs(s, shape=(40, 36, 20), k=8)[1] for s in range(3)])
+    p = np.stack([np.roll(x, (2, -1, 1), (0, 1, 2)) for x in t])
+    kw = dict(num_classes=8, spacing=[(0.8, 0.8, 2.5), (1.0, 0.7, 1.5), (0.8, 0.8, 2.5)], tolerance=2.0,
+              spatial_dims=3, metrics=("hausdorff", "hd95", "assd", "nsd"))
+    a = S.segmentation_scores(p, t, backend="kdtree", **kw)
+    b = S.segmentation_scores(torch.from_numpy(p).cuda(), torch.from_numpy(t).cuda(), backend="torch", **kw)
+    for m in a:
+        tol = dict(rtol=1e-12, atol=0) if m in SUMS else dict(rtol=0, atol=0)
+        torch.testing.assert_close(a[m], b[m].cpu(), equal_nan=True, **tol)
