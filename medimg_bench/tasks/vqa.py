@@ -293,7 +293,7 @@ class VQATask(Task):
 
         import pandas as pd
 
-        from medimg_bench.engine.subgroups import subgroup_table
+        from medimg_bench.tasks.tables import subgroup_table
 
         run_dir, written = Path(run_dir), []
         if results.summary.get("subgroups"):
