@@ -188,3 +188,33 @@ def test_vlmevalkit_answer_by_answer(profile, commit):
 def test_vlmevalkit_versions_differ_on_the_corpus():
     old, new = _rows("vlmevalkit_18fc37a"), _rows("vlmevalkit_e8e78f0")
     assert sum(o["can_infer"] != n["can_infer"] for o, n in zip(old, new)) > 50
+
+
+def test_bleu_and_rouge_equal_the_libraries_the_harnesses_call():
+    """NLTK's sentence_bleu (unsmoothed and method1) and the rouge package's F-scores, on every
+    (response, reference) of the corpus, tokenised as lmms-eval does."""
+    import warnings
+
+    nltk_bleu = pytest.importorskip("nltk.translate.bleu_score")
+    rouge = pytest.importorskip("rouge")
+    from medimg_bench.metrics.text.vqa_harness_nlg import nltk_sentence_bleu, pltrdy_rouge
+
+    smooth = nltk_bleu.SmoothingFunction().method1
+    for it in _rows("corpus_closed_open")[::3]:
+        p, r = it["response"].lower(), it["answer"].lower()
+        h, ref = p.replace(".", " .").split(), r.replace(".", " .").split()
+        for w in ((1.0,), (0.25,) * 4, (0, 1, 0, 0)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                assert nltk_sentence_bleu([ref], h, w) == pytest.approx(nltk_bleu.sentence_bleu([ref], h, weights=w), abs=1e-12)
+                assert nltk_sentence_bleu([ref], h, w, smoothing="method1") == pytest.approx(
+                    nltk_bleu.sentence_bleu([ref], h, weights=w, smoothing_function=smooth), abs=1e-12)
+        try:
+            want = rouge.Rouge().get_scores(p, r)[0]
+        except ValueError:
+            with pytest.raises(ValueError):
+                pltrdy_rouge(p, r)
+            continue
+        got = pltrdy_rouge(p, r)
+        assert got["rouge1"] == pytest.approx(want["rouge-1"]["f"], abs=1e-12)
+        assert got["rougel"] == pytest.approx(want["rouge-l"]["f"], abs=1e-12)
