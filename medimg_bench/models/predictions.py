@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,8 @@ class _Lookup:
         return iter(())
 
     def fingerprint(self) -> dict[str, Any]:
-        """The predictions file(s): path, size and modification time (a changed file is another model)."""
-        files = [self.source] if self.source.is_file() else sorted(self.source.glob("*"))
-        return {"kind": type(self).__name__, "source": str(self.source),
-                "files": [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files if p.is_file()]}
+        """The predictions file(s): name and SHA-256 of each (a changed byte is another model)."""
+        return {"kind": type(self).__name__, "source": str(self.source), "files": _file_digests(self.source)}
 
     def _missing(self, sid: str) -> KeyError:
         return KeyError(f"no prediction for sample {sid!r} in {str(self.source)!r}")
@@ -133,10 +132,14 @@ class LabelMapsFromFolder(_Lookup):
             array, meta = read_image(path)
             image = images[i]
             shape = tuple(image.shape[1:])
-            labels = align_to_image_grid(
-                np.asarray(array), meta.get("affine"), metas[i].get("affine"), image_shape=shape,
-                sample_id=str(sid), image_path=metas[i].get("path", "?"), mask_path=path,
-            )
+            try:
+                labels = align_to_image_grid(
+                    np.asarray(array), meta.get("affine"), metas[i].get("affine"), image_shape=shape,
+                    sample_id=str(sid), image_path=metas[i].get("path", "?"), mask_path=path,
+                )
+            except Exception as exc:  # off the image's grid: the prediction's fault, not the label's
+                exc.stage = "predict"  # type: ignore[attr-defined]
+                raise
             out.append(torch.as_tensor(np.ascontiguousarray(labels)).long())
         return {"labels": torch.stack(out).to(self.device)}
 
@@ -166,8 +169,7 @@ class AnswersFromFile(GenerativeAdapter):
         return _warn_unknown(set(self.answers), ids, self.source)
 
     def identity(self) -> dict[str, Any]:
-        st = self.source.stat()
-        return {"source": str(self.source), "size": st.st_size, "mtime": int(st.st_mtime)}
+        return {"source": str(self.source), "files": _file_digests(self.source)}
 
     def _generate(self, requests: Sequence[Any]) -> list[GenerationResponse]:
         out = []
@@ -179,6 +181,15 @@ class AnswersFromFile(GenerativeAdapter):
                 out.append(GenerationResponse(
                     error=f"no prediction for sample {sid!r} in {str(self.source)!r}", prompt=r.user))
         return out
+
+
+def _file_digests(source: Path) -> list[list[str]]:
+    """``[name, SHA-256]`` of ``source`` (a file) or of the files directly in it (a folder)."""
+    from medimg_bench._hashing import hash_files
+
+    files = [source] if source.is_file() else sorted(p for p in source.glob("*") if p.is_file())
+    digests = hash_files(files, what=f"predictions {source}")
+    return [[p.name, digests[os.path.abspath(p)]] for p in files]
 
 
 def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
