@@ -27,13 +27,14 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["file_sha256", "hash_files", "tree_files", "tree_sha256", "FileHashCache",
+__all__ = ["file_sha256", "hash_files", "path_key", "tree_files", "tree_sha256", "FileHashCache",
            "default_hash_cache_path", "plain_value", "describe_call", "MISSING"]
 
 log = logging.getLogger(__name__)
@@ -175,11 +176,19 @@ def _default_cache() -> FileHashCache:
     return _DEFAULT[path]
 
 
+def path_key(path: str | os.PathLike[str]) -> str:
+    """The key :func:`hash_files` returns a path's digest under: an absolute path as given,
+    a relative one made absolute."""
+    p = os.fspath(path)
+    return p if os.path.isabs(p) else os.path.abspath(p)
+
+
 def hash_files(
     paths: Iterable[str | os.PathLike[str]], *, cache: FileHashCache | None | bool = True,
     workers: int | None = None, what: str = "",
 ) -> dict[str, str]:
-    """``{absolute path: SHA-256 hex}`` of every file in ``paths`` (``"missing"`` for a path that
+    """``{absolute path: SHA-256 hex}`` of every file in ``paths`` (absolute paths are taken as
+    given, relative ones made absolute; ``"missing"`` for a path that
     does not exist or is not a regular file). Digests come from ``cache`` (``True``: the default
     file under ``$MEDIMG_BENCH_CACHE``; ``False``/``None``: none) when the file is unchanged, else
     the file is read, in ``workers`` threads (hashlib and reads release the GIL)."""
@@ -187,7 +196,7 @@ def hash_files(
     stats: dict[str, tuple[int, int, int, int]] = {}
     out: dict[str, str] = {}
     for p in paths:
-        ap = os.path.abspath(os.fspath(p))
+        ap = path_key(p)
         if ap in out or ap in stats:
             continue
         try:
@@ -195,7 +204,7 @@ def hash_files(
         except OSError:
             out[ap] = MISSING
             continue
-        if not os.path.isfile(ap):
+        if not stat.S_ISREG(st.st_mode):
             out[ap] = MISSING
             continue
         stats[ap] = _stat_key(st)
@@ -248,7 +257,7 @@ def tree_sha256(root: str | os.PathLike[str], *, cache: FileHashCache | None | b
     digests = hash_files(files, cache=cache, what=what or str(base))
     h = hashlib.sha256()
     for p in files:
-        h.update(f"{p.relative_to(base).as_posix()}\0{digests[os.path.abspath(p)]}\n".encode())
+        h.update(f"{p.relative_to(base).as_posix()}\0{digests[path_key(p)]}\n".encode())
     return h.hexdigest()
 
 

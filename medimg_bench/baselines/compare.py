@@ -34,11 +34,12 @@ def _ok(samples: Any) -> Any:
 
 def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], list[str]]:
     """``(data, options)``: the dataset-identity fields of two run directories' manifests that
-    differ — the manifest or the content of its files (``data``), the loader options
-    (``options``). Runs written before the identity existed are compared by fingerprint."""
+    differ, as ``"field: A …, B …"`` — the manifest or the content of its files (``data``), the
+    loader options (``options``). Runs written before the identity existed are compared by
+    their fingerprint alone."""
     import logging
 
-    from medimg_bench.engine.checkpoint import key_differences
+    from medimg_bench.engine.checkpoint import _flatten
 
     def identity(run: Path) -> dict[str, Any]:
         path = Path(run) / "manifest.json"
@@ -48,16 +49,19 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
         ds = json.loads(path.read_text()).get("dataset") or {}
         return ds.get("identity") or {"fingerprint": ds.get("fingerprint")}
 
+    def diff(a: Any, b: Any) -> list[str]:
+        fa, fb = _flatten(a), _flatten(b)
+        return [f"{k}: A {fa.get(k, '<absent>')!r}, B {fb.get(k, '<absent>')!r}"
+                for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
+
     ia, ib = identity(Path(run_a)), identity(Path(run_b))
     if not ia or not ib or ia.get("fingerprint") == ib.get("fingerprint"):
         return [], []
-    data = [d for d in key_differences({k: v for k, v in ia.items() if k != "options"},
-                                       {k: v for k, v in ib.items() if k != "options"})
-            if not d.startswith("fingerprint:")]
-    options = key_differences({"options": ia.get("options")}, {"options": ib.get("options")})
-    if not data and not options:  # fingerprints only (older runs): they differ
-        data = key_differences({"fingerprint": ia.get("fingerprint")}, {"fingerprint": ib.get("fingerprint")})
-    return data, options
+    if "manifest_sha256" not in ia or "manifest_sha256" not in ib:  # an older run: fingerprints only
+        return diff({"fingerprint": ia.get("fingerprint")}, {"fingerprint": ib.get("fingerprint")}), []
+    parts = ("manifest_sha256", "content_sha256", "n_files", "n_missing")
+    data = diff({k: ia.get(k) for k in parts}, {k: ib.get(k) for k in parts})
+    return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
 
 
 def compare_runs(

@@ -55,13 +55,11 @@ class _Lookup:
 def file_digests(source: Path) -> list[list[str]]:
     """``[name, SHA-256]`` of ``source`` (a file) or of the files directly in it (a folder); each
     digest computed once per file version (``medimg_bench._hashing``)."""
-    import os
-
-    from medimg_bench._hashing import hash_files
+    from medimg_bench._hashing import hash_files, path_key
 
     files = [source] if source.is_file() else sorted(p for p in source.glob("*") if p.is_file())
     digests = hash_files(files, what=f"predictions {source}")
-    return [[p.name, digests[os.path.abspath(p)]] for p in files]
+    return [[p.name, digests[path_key(p)]] for p in files]
 
 
 def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
