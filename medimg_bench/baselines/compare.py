@@ -64,6 +64,21 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
     return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
 
 
+def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool) -> None:
+    """Refuse runs whose data differ (unless ``allow``); warn when only the options do."""
+    import logging
+
+    data, options = data_differences(run_a, run_b)
+    if data and not allow:
+        raise ValueError(
+            f"compare: {str(run_a)!r} and {str(run_b)!r} read different data (dataset fields that "
+            f"differ: {'; '.join(data[:4])}); a paired comparison needs the same samples with the "
+            "same labels and bytes; pass --different-data to compare them anyway")
+    if options:
+        logging.getLogger(__name__).warning("compare: the runs read the data with other options: %s",
+                                            "; ".join(options[:4]))
+
+
 def compare_runs(
     run_a: str | Path, run_b: str | Path, *, intersection: bool = False, n_resamples: int = 1000,
     seed: int = 0, threshold: float = 0.5, holm_correction: bool = False, different_data: bool = False,
@@ -75,21 +90,11 @@ def compare_runs(
     dataset fingerprint of their manifests — are refused unless ``different_data`` (or
     ``intersection``, where the sample sets differ by design); runs that read the same files with
     other loader options are compared, with a warning naming the options."""
-    import logging
-
     from medimg_bench.metrics.classification import auroc
     from medimg_bench.metrics.paired import holm, mcnemar_test
     from medimg_bench.metrics.stats import delong_test, paired_bootstrap
 
-    data, options = data_differences(run_a, run_b)
-    if data and not (different_data or intersection):
-        raise ValueError(
-            f"compare: {str(run_a)!r} and {str(run_b)!r} read different data (dataset fields that "
-            f"differ: {'; '.join(data[:4])}); a paired comparison needs the same samples with the "
-            "same labels and bytes; pass --different-data to compare them anyway")
-    if options:
-        logging.getLogger(__name__).warning("compare: the runs read the data with other options: %s",
-                                            "; ".join(options[:4]))
+    _check_same_data(run_a, run_b, allow=different_data or intersection)
     a, b = _ok(_load(Path(run_a))), _ok(_load(Path(run_b)))
     ids_a, ids_b = set(a["id"].astype(str)), set(b["id"].astype(str))
     if ids_a != ids_b:

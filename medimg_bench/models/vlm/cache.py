@@ -14,6 +14,7 @@ served from the cache unless ``serve_nondeterministic=True``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -255,15 +256,15 @@ class ResponseCache:
         found = self.get_many([k for k, s in zip(keys, servable) if s])
         out: list[GenerationResponse | None] = [None] * len(requests)
         hits = [i for i, (k, s) in enumerate(zip(keys, servable)) if s and k in found]
-        todo = [i for i in range(len(requests)) if i not in set(hits)]
+        hit_set = set(hits)
+        todo = [i for i in range(len(requests)) if i not in hit_set]
         got = self._ask(adapter, requests, keys, servable, fp, todo)
         for i in todo:
             out[i] = got[i]
         if hits and getattr(adapter, "verifies_served", False):
             hits = self._verified(adapter, requests, keys, servable, fp, hits, found, out)
-        for i in hits:
-            out[i] = GenerationResponse.from_dict(found[keys[i]].to_dict())
-            out[i].cached = True  # type: ignore[union-attr]
+        for i in hits:  # a shallow copy each: a request repeated in the call gets its own object
+            out[i] = dataclasses.replace(found[keys[i]], cached=True)
         self.hits += len(hits) + sum(1 for i in todo if out[i].cached)  # type: ignore[union-attr]
         return out  # type: ignore[return-value]
 
@@ -329,7 +330,8 @@ class ResponseCache:
             self.stale += len(stale)
             for i, resp in self._ask(adapter, requests, keys, servable, fp, stale).items():
                 out[i] = resp
-        return [i for i in hits if i not in set(stale)]
+        stale_set = set(stale)
+        return [i for i in hits if i not in stale_set]
 
     # -- inspection -------------------------------------------------------------------------------
     def size_bytes(self) -> int:

@@ -389,11 +389,12 @@ class OpenAIVLMAdapter(GenerativeAdapter):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_key"] = _Secret(None)  # a copy in another process reads the variable again
-        state["_base"] = _Secret(self.base_url)  # credentials in the URL stay in this process
+        state["_base"] = _Secret(None)  # credentials in the URL stay in this process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._base = _Secret(self.base_url)  # the shown URL: without its credentials, if it had any
         if self.api_key_env:
             self._key = _Secret(os.environ.get(self.api_key_env))
 
