@@ -5,7 +5,7 @@ tool's outputs are looked up by sample id and go through this package's metrics 
   ``predictions.parquet`` in the folder ``root``) with an ``id`` column and one column per class
   (``classes`` picks and orders them; default: every other column, in file order);
 * segmentation label maps: a folder of NIfTI files named ``<id>.nii.gz`` (or ``.nii``), checked
-  against the image grid with the loaders' rule (:mod:`medimg_bench.datasets._grid`: flips and
+  against the image grid with the loaders' rule (:mod:`medimg_bench.datasets.grid`: flips and
   axis order re-oriented, anything else a per-sample error naming both files);
 * VQA or report answers: a JSONL file (``root`` itself, or ``predictions.jsonl``) with ``id`` and
   ``text`` per line, served through the generative protocol (``generate``).
@@ -119,7 +119,7 @@ class LabelMapsFromFolder(_Lookup):
     task = "segmentation"
 
     def predict(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        from medimg_bench.datasets._grid import align_to_image_grid
+        from medimg_bench.datasets.grid import align_to_image_grid
         from medimg_bench.datasets.io import read_image
 
         out = []

@@ -1,11 +1,4 @@
-"""Tiles from whole-slide images (WSI) for tile- and slide-level (MIL) evaluation.
-
-The manifest holds one row per tile: the slide, the tile's top-left corner in level-0 pixels
-(``x``, ``y``), the pyramid ``level`` read and the region size there. Tiles are placed on a grid
-over the tissue found by Otsu's threshold on the saturation of a thumbnail; pixels are read only
-when a sample is loaded. Backends: ``tiffslide`` (pure Python, ``pip install medimg-bench[wsi]``)
-or ``openslide`` (``openslide-python`` + the OpenSlide C library).
-"""
+"""The ``wsi_tiles`` dataset. Tiles of ``tile_size`` px at ``mpp`` microns per pixel from the slides under ``root``."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets._common import PathManifestDataset
+from medimg_bench.datasets.base import PathManifestDataset
 from medimg_bench.registry import register_dataset
 
 __all__ = [

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets._grid import align_to_image_grid
 from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets.grid import align_to_image_grid
 from medimg_bench.sample import SampleError
 
 __all__ = ["VolumeDataset", "SliceDataset", "resample_volume", "read_volume", "nifti_stem"]
