@@ -98,11 +98,18 @@ def cvt_part(cvt_dir: Path, data: dict) -> dict:
             json.dump({"train": [{"report": r} for r in data["train"]]}, fh)
         tok = TokenizerChen(ann_path=ann, threshold=3)
         labels = [tok.decode(tok(r)[:60][1:]) for r in data["references"]]
-        metric = COCOCaptionMetrics(metrics=["bleu", "cider", "meteor", "rouge"], save_individual_scores=True,
-                                    exp_dir=tmp)
-        ids = list(range(len(labels)))
-        metric.update(data["generated"], labels, ids)
-        scores = metric.score()
+        # torchmetrics >= 1.0 refuses the constructor's compute_on_step argument, so its score()
+        # runs on a plain namespace holding the attributes __init__ and update() would set
+        from pycocoevalcap.bleu.bleu import Bleu
+        from pycocoevalcap.cider.cider import Cider
+        from pycocoevalcap.meteor.meteor import Meteor
+        from pycocoevalcap.rouge.rouge import Rouge
+
+        state = types.SimpleNamespace(
+            metrics=["bleu", "cider", "meteor", "rouge"], save=False, save_individual_scores=True,
+            save_bootstrapped_scores=False, exp_dir=tmp, bleu=Bleu(4), meteor=Meteor(), rouge=Rouge(),
+            cider=Cider(), predictions=list(data["generated"]), labels=labels, ids=list(range(len(labels))))
+        scores = COCOCaptionMetrics.score(state)
         per = pd.read_csv(os.path.join(tmp, "individual_scores.csv"), index_col=0)
     sys.path.remove(str(cvt_dir))
     for name in [m for m in sys.modules if m.startswith("tools")]:

@@ -76,7 +76,7 @@ def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
         return _checked_ids(create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None}), dataset)
     if options.get("num_classes") is None and getattr(dataset, "classes", None):
         options["num_classes"] = len(dataset.classes)
-    if options.get("in_channels") is None and len(dataset):
+    if options.get("in_channels") is None and len(dataset) and "predictions" not in MODELS.entry(mcfg["name"]).tags:
         options["in_channels"] = _infer_channels(dataset)
     return _checked_ids(create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None}), dataset)
 
@@ -84,6 +84,8 @@ def _build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
 def _checked_ids(model: Any, dataset: Any) -> Any:
     """Let a model that looks predictions up by id (model=predictions) warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
+    if hasattr(model, "bind_dataset"):  # stored answers: the dataset may skip its images
+        model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))
     return model

@@ -45,6 +45,7 @@ __all__ = [
     "score_reports",
     "rexrank_bleu2",
     "prep_reports_rexrank",
+    "corpus_figures",
 ]
 
 SCORING_PIPELINES = ("coco", "r2gen", "rexrank")
@@ -213,3 +214,84 @@ def score_reports(
         per = rexrank_bleu2(generated, references)
         return {"bleu_score": float(per.mean()) if len(per) else float("nan")}, {"bleu_score": per}
     raise ValueError(f"unknown scoring {scoring!r}; known: {', '.join(SCORING_PIPELINES)}")
+
+
+def _bleu_statistics(generated: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """Per report: matched and candidate n-gram counts (n = 1..4), hypothesis length and the
+    closest reference length — the sums pycocoevalcap's corpus BLEU is made of. ``(N, 10)``."""
+    out = np.zeros((len(generated), 10))
+    for i, (hyp, ref) in enumerate(zip(generated, references)):
+        h, r = hyp.split(), ref.split()
+        for n in range(1, 5):
+            hc = Counter(tuple(h[k : k + n]) for k in range(len(h) - n + 1))
+            rc = Counter(tuple(r[k : k + n]) for k in range(len(r) - n + 1))
+            out[i, n - 1] = sum(min(c, rc[g]) for g, c in hc.items())
+            out[i, 3 + n] = max(0, len(h) - n + 1)
+        out[i, 8], out[i, 9] = len(h), len(r)
+    return out
+
+
+def _bleu_from_sums(sums: np.ndarray) -> np.ndarray:
+    """Corpus BLEU-1..4 from summed statistics ``(R, 10)`` (pycocoevalcap's smoothing)."""
+    tiny, small = 1e-15, 1e-9
+    ratios = (sums[:, 0:4] + tiny) / (sums[:, 4:8] + small)
+    logs = np.cumsum(np.log(ratios), axis=1) / np.arange(1, 5)
+    bleu = np.exp(logs)
+    ratio = (sums[:, 8] + tiny) / (sums[:, 9] + small)
+    bp = np.where(ratio < 1, np.exp(1 - 1 / np.maximum(ratio, tiny)), 1.0)
+    return bleu * bp[:, None]
+
+
+def corpus_figures(
+    generated: Sequence[str],
+    references: Sequence[str],
+    *,
+    groups: Sequence[object] | None = None,
+    scoring: str = "coco",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    **options: object,
+) -> dict[str, dict[str, float | None]]:
+    """The pipeline's printed figures ``{name: {value, ci_low, ci_high}}`` with a percentile
+    bootstrap over ``groups`` (studies or patients; each report its own group by default).
+    BLEU is recomputed from resampled n-gram sums (exact); ROUGE-L and ``bleu_score`` are means
+    of per-report values (as printed); CIDEr resamples per-report values with the document
+    frequencies of the whole test set held fixed; METEOR (the jar's aggregate) has no interval."""
+    generated, references = list(generated), list(references)
+    corpus, per = score_reports(generated, references, scoring=scoring, **options)  # type: ignore[arg-type]
+    groups = list(range(len(generated))) if groups is None else list(groups)
+    _, inverse = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
+    rng = np.random.default_rng(seed)
+    n_groups = int(inverse.max()) + 1 if len(inverse) else 0
+    draws = rng.integers(0, max(n_groups, 1), size=(n_resamples, n_groups))
+    weights = np.stack([np.bincount(d, minlength=n_groups) for d in draws])[:, inverse] if n_groups else None
+    alpha = (1 - confidence) / 2
+    out: dict[str, dict[str, float | None]] = {}
+
+    def interval(values: np.ndarray) -> tuple[float, float]:
+        return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+
+    if scoring in ("coco", "r2gen") and weights is not None:
+        gens, refs = _pipeline_texts(generated, references, scoring, options)
+        stats = _bleu_statistics(gens, refs)
+        boot = _bleu_from_sums(weights @ stats)
+        for k in range(4):
+            out[f"BLEU_{k + 1}"] = dict(zip(("ci_low", "ci_high"), interval(boot[:, k])))
+    for name, value in corpus.items():
+        entry = out.setdefault(name, {"ci_low": None, "ci_high": None})
+        entry["value"] = float(value)
+        if name in ("ROUGE_L", "CIDEr", "bleu_score") and weights is not None:
+            means = (weights @ per[name]) / weights.sum(axis=1)
+            entry["ci_low"], entry["ci_high"] = interval(means)
+    return {k: {"value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]} for k, v in out.items()}
+
+
+def _pipeline_texts(generated: list[str], references: list[str], scoring: str,
+                    options: dict[str, object]) -> tuple[list[str], list[str]]:
+    if scoring == "coco":
+        from medimg_bench.metrics.text.tokenizers import ptb_tokenize
+
+        return ptb_tokenize(generated), ptb_tokenize(references)
+    keys = ("train_reports", "dataset", "variant", "threshold", "max_seq_length")
+    return r2gen_texts(generated, references, **{k: options[k] for k in keys if k in options})  # type: ignore[arg-type]
