@@ -108,7 +108,8 @@ def cvt_part(cvt_dir: Path, data: dict) -> dict:
         state = types.SimpleNamespace(
             metrics=["bleu", "cider", "meteor", "rouge"], save=False, save_individual_scores=True,
             save_bootstrapped_scores=False, exp_dir=tmp, bleu=Bleu(4), meteor=Meteor(), rouge=Rouge(),
-            cider=Cider(), predictions=list(data["generated"]), labels=labels, ids=list(range(len(labels))))
+            cider=Cider(), predictions=[g.replace("\n", " ") for g in data["generated"]], labels=labels,
+            ids=list(range(len(labels))))  # a line break would stall the METEOR jar's line protocol
         scores = COCOCaptionMetrics.score(state)
         per = pd.read_csv(os.path.join(tmp, "individual_scores.csv"), index_col=0)
     sys.path.remove(str(cvt_dir))

@@ -223,8 +223,10 @@ def meteor_scores(
         from pycocoevalcap.meteor.meteor import Meteor
     except ImportError as exc:  # pragma: no cover - dev extra
         raise RuntimeError("METEOR needs pycocoevalcap (pip install pycocoevalcap)") from exc
-    gts = {i: refs for i, refs in enumerate(refs_all)}
-    res = {i: [h if h.strip() else "."] for i, h in enumerate(generated)}  # the jar needs a token
+    # the jar reads one line per request: a line break inside a text would stall it
+    flat = {ord(c): " " for c in "\n\r\u000b\u000c\u0085\u2028\u2029"}
+    gts = {i: [r.translate(flat) for r in refs] for i, refs in enumerate(refs_all)}
+    res = {i: [h.translate(flat) if h.strip() else "."] for i, h in enumerate(generated)}  # the jar needs a token
     scorer = Meteor()
     try:
         corpus, per = scorer.compute_score(gts, res)

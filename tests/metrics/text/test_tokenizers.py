@@ -80,7 +80,7 @@ def test_ptb_equals_pycocoevalcap_on_real_iu_xray_reports():
     ("Left-sided effusion, 3-4 mm.", "left-sided effusion 3-4 mm"),
     ("It cannot be excluded.", "it can not be excluded"),
     ("Can't, won't, it's", "ca n't wo n't it 's"),
-    ("T2/FLAIR (stable) [new] {x}", "t2/flair -lrb- stable -rrb- -lsb- new -rsb- x"),
+    ("T2/FLAIR (stable) [new] {x}", "t2/flair -lrb- stable -rrb- -lsb- new -rsb- -lcb- x -rcb-"),
     ('"Quoted" 10% e.g. Dr. Smith', "quoted 10 % e.g. dr. smith"),
     ("1. Heart normal. 2) Lungs clear.", "1 heart normal 2 -rrb- lungs clear"),
     ("Seen at 10:30 a.m. on 12/03/2020.", "seen at 10:30 a.m. on 12/03/2020"),
