@@ -1,6 +1,7 @@
 """Fixtures for the report-text tokenizers and pipelines, produced by the reference code itself.
 
-Run from the repository root (needs Java, pycocoevalcap, fast-bleu, torchmetrics, pandas and the
+Run from the repository root (needs Java, pycocoevalcap, fast-bleu 0.0.90 (not a project
+dependency: `pip install fast-bleu==0.0.90`), torchmetrics, pandas and the
 three repositories below checked out at the named commits):
 
     python tools/make_report_text_fixtures.py --r2gen DIR --cvt2distilgpt2 DIR --cxr-report-metric DIR
