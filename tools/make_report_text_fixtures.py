@@ -7,7 +7,10 @@ three repositories below checked out at the named commits):
     python tools/make_report_text_fixtures.py --r2gen DIR --cvt2distilgpt2 DIR --cxr-report-metric DIR
 
 * cuhksz-nlp/R2Gen at 5a2e63f6d8da670725b1926317b4bfd1393ec51b (``modules/tokenizers.py``,
-  ``modules/metrics.py`` with the pycocoevalcap copy vendored in that repository);
+  ``modules/metrics.py`` with the pycocoevalcap copy vendored in that repository; where a
+  checkout lacks its large files, ``meteor-1.5.jar``, ``meteor/data/paraphrase-en.gz`` and
+  ``stanford-corenlp-3.4.1.jar`` can be copied from pycocoevalcap 1.2: the git blob ids are the
+  same, a833bc0, 88033c8 and 3cfa0a0);
 * aehrc/cvt2distilgpt2 at 8cf4c8dcafe92ebf50d5a1d4ebbc7c3f0b7e2d87
   (``tools/dataset/iu_x_ray_chen_tokenizer.py``, ``tools/metrics/coco.py``);
 * rajpurkarlab/CXR-Report-Metric at 9c9ecad39be6cb2be8e75be1d1c50ef8888a3e40
