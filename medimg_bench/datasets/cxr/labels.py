@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from medimg_bench.findings import CHEXPERT_PATHOLOGIES
+
 __all__ = [
     "NIH_PATHOLOGIES",
     "CHEXPERT_PATHOLOGIES",
@@ -42,24 +44,6 @@ NIH_PATHOLOGIES = (
     "Fibrosis",
     "Pleural_Thickening",
     "Hernia",
-)
-
-#: The 14 observations of the CheXpert labeler (also used by MIMIC-CXR-JPG), CSV column order.
-CHEXPERT_PATHOLOGIES = (
-    "No Finding",
-    "Enlarged Cardiomediastinum",
-    "Cardiomegaly",
-    "Lung Opacity",
-    "Lung Lesion",
-    "Edema",
-    "Consolidation",
-    "Pneumonia",
-    "Atelectasis",
-    "Pneumothorax",
-    "Pleural Effusion",
-    "Pleural Other",
-    "Fracture",
-    "Support Devices",
 )
 
 #: Canonical names: the CheXpert spelling where CheXpert has the finding, else the NIH/VinDr one.

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from medimg_bench.datasets.cxr.labels import CHEXPERT_PATHOLOGIES
+from medimg_bench.findings import CHEXPERT_PATHOLOGIES
 
 __all__ = ["CHEXPERT_OBSERVATIONS", "CHEXPERT_COMPETITION", "label_reports", "label_report", "Mention"]
 
