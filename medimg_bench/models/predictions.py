@@ -7,6 +7,11 @@ tool's outputs are looked up by sample id and go through this package's metrics 
 * segmentation label maps: a folder of NIfTI files named ``<id>.nii.gz`` (or ``.nii``), checked
   against the image grid with the loaders' rule (:mod:`medimg_bench.datasets._grid`: flips and
   axis order re-oriented, anything else a per-sample error naming both files);
+* 2D maps: a folder of ``<id>.png`` (8-bit / 255, 16-bit / 65535, 1-bit 0/1, the first channel
+  of RGB: the MATLAB toolbox's ``im2double``) or ``<id>.npy`` (float) probability maps, served as
+  float64 ``maps`` (exact, for :mod:`medimg_bench.metrics.sod_toolbox`) and ``labels``
+  (``map >= threshold``). A map whose size differs from its mask is an error naming both files
+  unless ``resize=true`` (bicubic, like the toolbox's ``imresize``; not bit-exact to MATLAB);
 * VQA or report answers: a JSONL file (``root`` itself, or ``predictions.jsonl``) with ``id`` and
   ``text`` per line, served through the generative protocol (``generate``).
 
@@ -29,7 +34,8 @@ import torch
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.registry import register_model
 
-__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "AnswersFromFile", "predictions"]
+__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "MapsFromFolder", "AnswersFromFile", "predictions",
+           "read_map"]
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +147,77 @@ class LabelMapsFromFolder(_Lookup):
         return {"labels": torch.stack(out).to(self.device)}
 
 
+MAP_SUFFIXES = (".png", ".npy")
+
+
+def read_map(path: Path) -> np.ndarray:
+    """A 2D prediction map as float64 ``H x W``: PNG 8-bit / 255, 16-bit / 65535, 1-bit 0/1 (the
+    first channel of a colour PNG), ``.npy`` as stored (must be 2-D and finite)."""
+    if path.suffix == ".npy":
+        a = np.load(path, allow_pickle=False)
+        if a.ndim == 3 and a.shape[0] == 1:
+            a = a[0]
+        if a.ndim != 2 or not np.issubdtype(a.dtype, np.number) or not np.isfinite(a).all():
+            raise ValueError(f"map {str(path)!r}: expected a finite 2-D array, got {a.dtype} {a.shape}")
+        return a.astype(np.float64)
+    from PIL import Image
+
+    with Image.open(path) as im:
+        if im.mode == "P":
+            im = im.convert("RGB")
+        a = np.asarray(im)
+    if a.ndim == 3:
+        a = a[..., 0]
+    scale = {np.dtype(bool): 1.0, np.dtype(np.uint8): 255.0, np.dtype(np.uint16): 65535.0,
+             np.dtype(np.int32): 65535.0}.get(a.dtype)
+    if scale is None:
+        raise ValueError(f"map {str(path)!r}: unsupported pixel type {a.dtype}")
+    return a.astype(np.float64) / scale
+
+
+class MapsFromFolder(_Lookup):
+    """2D probability maps ``<id>.png`` / ``<id>.npy``: ``predict(batch) -> {"maps", "labels"}``
+    (lists when the images of a batch differ in size)."""
+
+    task = "segmentation"
+
+    def __init__(self, source: Path, *, threshold: float = 0.5, resize: bool = False) -> None:
+        super().__init__(source)
+        self.threshold = threshold
+        self.resize = resize
+
+    def _known_ids(self) -> set[str]:
+        return {p.stem for p in self.source.iterdir() if p.suffix in MAP_SUFFIXES}
+
+    def _one(self, sid: str, shape: tuple[int, ...], mask_path: str) -> np.ndarray:
+        path = next((self.source / f"{sid}{ext}" for ext in MAP_SUFFIXES if (self.source / f"{sid}{ext}").exists()), None)
+        if path is None:
+            raise self._missing(sid)
+        m = read_map(path)
+        if m.shape != shape:
+            if not self.resize:
+                raise ValueError(f"sample {sid!r}: map {str(path)!r} is {m.shape[0]}x{m.shape[1]} but mask "
+                                 f"{mask_path!r} is {shape[0]}x{shape[1]} (height x width); set "
+                                 "model.options.resize=true to resize maps as the toolbox does")
+            t = torch.from_numpy(m)[None, None]
+            m = torch.nn.functional.interpolate(t, size=shape, mode="bicubic", antialias=True,
+                                                align_corners=False)[0, 0].clamp(0, 1).numpy()
+        return m
+
+    def predict(self, batch: dict[str, Any]) -> dict[str, Any]:
+        metas = batch.get("meta") or [{}] * len(batch["id"])
+        masks = batch.get("mask")
+        images = batch["image"]
+        maps = []
+        for i, sid in enumerate(batch["id"]):
+            ref = masks[i] if masks is not None else images[i][0]
+            maps.append(torch.from_numpy(self._one(str(sid), tuple(ref.shape[-2:]), (metas[i] or {}).get("mask_path", "?"))))
+        labels = [(m >= self.threshold).long() for m in maps]
+        if len({tuple(m.shape) for m in maps}) == 1:
+            return {"maps": torch.stack(maps).to(self.device), "labels": torch.stack(labels).to(self.device)}
+        return {"maps": [m.to(self.device) for m in maps], "labels": [x.to(self.device) for x in labels]}
+
+
 class AnswersFromFile(GenerativeAdapter):
     """Answers (text) by sample id from a JSONL file, served as generated responses."""
 
@@ -205,9 +282,12 @@ def predictions(
     text_column: str = "text",
     num_classes: int | None = None,
     in_channels: int | None = None,
+    threshold: float = 0.5,
+    resize: bool = False,
 ) -> Any:
     """Predictions already on disk (see the module docstring). ``kind``: ``auto`` (from the
-    files found), ``classification``, ``segmentation`` or ``answers``."""
+    files found), ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps;
+    ``threshold`` makes their ``labels``) or ``answers``."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -222,9 +302,11 @@ def predictions(
             kind = "answers"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
+        elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
+            kind = "maps"
         else:
             raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores, a JSONL of answers or a folder of <id>.nii.gz label maps")
+                             "scores, a JSONL of answers, a folder of <id>.nii.gz label maps or of <id>.png / .npy maps")
     if kind == "classification":
         path = _find(root, ["predictions.csv", "predictions.parquet"])
         if path is None:
@@ -237,4 +319,6 @@ def predictions(
         return AnswersFromFile(path, text_column=text_column, id_column=id_column)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation or answers, got {kind!r}")
+    if kind == "maps":
+        return MapsFromFolder(root, threshold=threshold, resize=resize)
+    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps or answers, got {kind!r}")
