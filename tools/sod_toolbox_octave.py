@@ -237,6 +237,45 @@ def _run_lists(tb: Path, items: list[tuple[str, Path, Path]], work: Path, jobs: 
     return rows
 
 
+def _read_outputs(files: list[Path]) -> dict[str, np.ndarray]:
+    rows: dict[str, np.ndarray] = {}
+    for f in files:
+        if f.suffix == ".npz":  # a --dump-rows file
+            with np.load(f, allow_pickle=True) as d:  # our own dump (object array of floats)
+                rows.update({str(k): np.asarray(v, dtype=np.float64) for k, v in zip(d["ids"], d["rows"])})
+            continue
+        for line in f.read_text().splitlines():
+            sid, *vals = line.split(" ")
+            if len(vals) == 6 + N_CURVES * 256:  # a line cut by an interrupted run is skipped
+                rows[sid] = np.array([float(v) for v in vals], dtype=np.float64)
+    return rows
+
+
+def _run(a: argparse.Namespace, items: list, real: list) -> tuple[dict[str, np.ndarray], str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        tb = _toolbox(a.inf_net, a.pranet, work)
+        flips = _octave(tb, "t = matlab_colon_thresholds(); r = 1:-1/255:0; printf('%d\\n', sum(t ~= r));")
+        same = _octave(tb, "x = rand(371, 53); printf('%d\\n', mean(x(:)) == sum(x(:)) / numel(x));")
+        if same.strip() != "1":
+            raise SystemExit("the mean2 stand-in does not give the image package's value")
+        version = _octave(tb, "printf('%s image %s\\n', OCTAVE_VERSION, pkg('describe', 'image'){1}.version);")
+        print(f"Octave range 1:-1/255:0 differs from MATLAB's colon values at {flips.strip()} of 256 thresholds")
+        (work / "corpus").mkdir()
+        listed = []
+        for sid, pred, gt in items:
+            mp, gp = work / "corpus" / f"{sid}_map.png", work / "corpus" / f"{sid}_gt.png"
+            _write_png(mp, pred)
+            _write_png(gp, gt)
+            _check_png(mp, pred)
+            _check_png(gp, gt)
+            listed.append((sid, mp, gp))
+        rows = _run_lists(tb, listed + real, work, a.jobs)
+        if a.dump_rows:
+            np.savez(a.dump_rows, ids=np.array(list(rows)), rows=np.array(list(rows.values()), dtype=object))
+    return rows, version
+
+
 def _pack(ids: list[str], rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per-image scalars and per-image means of each curve (the fixture's columns)."""
     table = np.stack([rows[i] for i in ids])
@@ -254,37 +293,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "metrics" / "data" / "sod_toolbox_octave.npz")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--dump-rows", type=Path, default=None, help="also save the raw rows (debugging)")
+    ap.add_argument("--real-folders", default=None,
+                    help="comma-separated real folders to run (e.g. binary/Inf-Net,GT-2/FCN8s_1100; default all)")
+    ap.add_argument("--no-corpus", action="store_true", help="run the real maps only")
+    ap.add_argument("--pack", nargs="+", type=Path, default=None,
+                    help="build the fixture from driver outputs (out_*.txt) of earlier runs instead of running")
     ap.add_argument("--limit", type=int, default=None, help="first N corpus items only (a quick try)")
     a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        tb = _toolbox(a.inf_net, a.pranet, work)
-        flips = _octave(tb, "t = matlab_colon_thresholds(); r = 1:-1/255:0; printf('%d\\n', sum(t ~= r));")
-        same = _octave(tb, "x = rand(371, 53); printf('%d\\n', mean(x(:)) == sum(x(:)) / numel(x));")
-        if same.strip() != "1":
-            raise SystemExit("the mean2 stand-in does not give the image package's value")
-        version = _octave(tb, "printf('%s image %s\\n', OCTAVE_VERSION, pkg('describe', 'image'){1}.version);")
-        print(f"Octave range 1:-1/255:0 differs from MATLAB's colon values at {flips.strip()} of 256 thresholds")
-        items = corpus()[: a.limit]
-        (work / "corpus").mkdir()
-        listed = []
-        for sid, pred, gt in items:
-            mp, gp = work / "corpus" / f"{sid}_map.png", work / "corpus" / f"{sid}_gt.png"
-            _write_png(mp, pred)
-            _write_png(gp, gt)
-            _check_png(mp, pred)
-            _check_png(gp, gt)
-            listed.append((sid, mp, gp))
-        real = _real_items(a.data)
-        rows = _run_lists(tb, listed + real, work, a.jobs)
-        if a.dump_rows:
-            np.savez(a.dump_rows, ids=np.array(list(rows)), rows=np.array(list(rows.values()), dtype=object))
+    items = [] if a.no_corpus else corpus()[: a.limit]
+    real = _real_items(a.data)
+    if a.real_folders:
+        keep = set(a.real_folders.split(","))
+        real = [r for r in real if r[0].rsplit("/", 1)[0] in keep]
+    if a.pack:
+        rows = _read_outputs(a.pack)
+        items = [it for it in corpus() if it[0] in rows]
+        real = [r for r in _real_items(a.data) if r[0] in rows]
+        version = "7.3.0 image 2.14.0 (packed from earlier driver outputs)"
+    else:
+        rows, version = _run(a, items, real)
     ids = [i for i, _, _ in items]
+    if not ids:
+        raise SystemExit("no corpus item was scored")
     corpus_cols, corpus_curves = _pack(ids, rows)
     real_ids = [i for i, _, _ in real]
     if not real_ids:
         raise SystemExit(f"no prediction maps under {a.data} (the COVID-SemiSeg folder)")
     real_cols, real_curves = _pack(real_ids, rows)
+    # keep the per-folder columns only for folders whose 48 maps are all there
     out = {f"corpus_{k}": v for k, v in corpus_cols.items()}
     out.update({f"real_{k}": v for k, v in real_cols.items()})
     out["corpus_ids"] = np.array(ids)
@@ -292,10 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     out["corpus_curves_head"] = corpus_curves[:FULL_CURVE_ITEMS]
     out["real_ids"] = np.array(real_ids)
     # column means over the images of each folder (main.m's column_*), per folder
-    folders = sorted({i.rsplit("/", 1)[0] for i in real_ids})
+    folders = sorted(f for f in {i.rsplit("/", 1)[0] for i in real_ids}
+                     if sum(i.rsplit("/", 1)[0] == f for i in real_ids) == 48)
     out["real_folders"] = np.array(folders)
-    out["real_columns"] = np.stack([real_curves[[i.rsplit("/", 1)[0] == f for i in real_ids]].mean(axis=0)
-                                    for f in folders])
+    out["real_columns"] = (np.stack([real_curves[[i.rsplit("/", 1)[0] == f for i in real_ids]].mean(axis=0)
+                                     for f in folders]) if folders else np.zeros((0, N_CURVES, 256)))
     out["curve_names"] = np.array(["precision", "sensitivity", "specificity", "dice", "f1", "iou",
                                    "e_measure_gt", "e_measure_ge"])
     out["provenance"] = np.array([

@@ -261,7 +261,9 @@ def weighted_f_measure(pred: np.ndarray, gt: np.ndarray) -> float:
     min_e_ea[sel] = ea[sel]
     b = np.ones_like(e)
     k = np.float32(math.log(1 - 0.5) / 5)
-    b[~g] = (np.float32(2.0) - np.float32(1) * np.exp(k * dst[~g])).astype(np.float64)
+    # single precision as MATLAB (double .* single is single); exp correctly rounded, as glibc expf
+    expo = np.exp((k * dst[~g]).astype(np.float64)).astype(np.float32)
+    b[~g] = (np.float32(2.0) - np.float32(1) * expo).astype(np.float64)
     ew = min_e_ea * b
     ew_cm, g_cm = ew.T.reshape(-1), g.T.reshape(-1)
     ew_fg = seq_sum(ew_cm[g_cm])
