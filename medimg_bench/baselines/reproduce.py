@@ -160,7 +160,7 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     ``reproduce.json`` content (rows, run directory, card name). Refuses cards whose source
     values are missing (``needs_source``), whose required pieces are absent, or whose dataset
     root does not match the card."""
-    from medimg_bench.engine.pipeline import compose_config, run_config
+    from medimg_bench.runs import compose_config, run_config
 
     card = dict(card) if isinstance(card, Mapping) else load_card(card)
     name = card["name"]
@@ -214,7 +214,7 @@ def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
                   run_dir: Path) -> list[dict[str, Any]]:
     """Run each variant of the card (``variant=a,b`` in ``overrides`` picks some) into
     ``run_dir/<variant>``; returns the verdict rows of all, each with its ``variant``."""
-    from medimg_bench.engine.pipeline import compose_config, run_config
+    from medimg_bench.runs import compose_config, run_config
 
     pick = [o.split("=", 1)[1] for o in overrides if o.startswith("variant=")]
     overrides = [o for o in overrides if not o.startswith("variant=")]
