@@ -101,8 +101,22 @@ def shared(kind: str, inputs: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     return plan
 
 
+_COUNTS_FLAG = "_medimg_bench_counts"  # set by mark_counts: the tensor holds whole numbers
+
+
+def mark_counts(counts: torch.Tensor) -> torch.Tensor:
+    """Mark ``counts`` as bootstrap counts (whole numbers), sparing the plans the check."""
+    setattr(counts, _COUNTS_FLAG, True)
+    return counts
+
+
 def _integral(counts: torch.Tensor) -> bool:
-    return bool(torch.equal(counts, counts.round()))
+    return getattr(counts, _COUNTS_FLAG, False) or bool(torch.equal(counts, counts.round()))
+
+
+def _columns(c: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``c.T`` as a contiguous (G, b) tensor of ``dtype`` (one copy)."""
+    return c.T.to(dtype, memory_format=torch.contiguous_format).contiguous()  # same dtype: .to is a no-op
 
 
 class ClusterProduct:
@@ -151,7 +165,7 @@ class ClusterProduct:
             if single:
                 return (self.matrix32 @ c.T.float()).double()  # type: ignore[operator]
             return self.matrix @ c.T
-        table = c.T.contiguous().float() if single else c.T.contiguous()
+        table = _columns(c, torch.float32 if single else torch.float64)
         vals = None if self.vals is None else self.vals.to(table.dtype)
         out = F.embedding_bag(self.cols, table, self.indptr, mode="sum", per_sample_weights=vals,
                               include_last_offset=True)
@@ -366,7 +380,7 @@ class RankingPlan:
         b = c.shape[0]
         weight = float((c @ self.bound).max()) if b else 0.0  # largest total weight of a resample
         single = _integral(c) and weight < _EXACT_FLOAT32
-        table = c.T.contiguous().to(torch.float32 if single else torch.float64)
+        table = _columns(c, torch.float32 if single else torch.float64)
         out = {w: c.new_full((b, self.n_labels), float("nan")) for w in [*whats, "n_pos"]}
         for r0 in range(0, b, self.tile_resamples):
             part = table[:, r0 : r0 + self.tile_resamples].contiguous()

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.metrics._resample import shared_plans
+from medimg_bench.metrics._resample import mark_counts, shared_plans
 
 __all__ = [
     "BootstrapResult",
@@ -275,7 +275,7 @@ def _distributions(stats: list[_Statistic], cluster: np.ndarray, n_clusters: int
     pending: list[np.ndarray] = []
 
     def flush() -> None:
-        counts = torch.from_numpy(np.concatenate(pending).astype(np.float64))
+        counts = mark_counts(torch.from_numpy(np.concatenate(pending).astype(np.float64)))
         pending.clear()
         for i, stat in enumerate(stats):  # the same tensor object: shared plans see one block
             out[i].append(stat.at_clusters(counts))
