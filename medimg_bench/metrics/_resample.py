@@ -10,12 +10,13 @@ contributions weighted by the count of the sample's cluster, so it is ``M @ c`` 
 * ECE: per label and bin the sum of ``outcome − confidence`` (plus the count per bin for the
   maximum norm, per label for the l1 norm) — a dense product;
 * ranking metrics (AUROC, AUPRC, sensitivity at specificity): each label's samples sorted once
-  into tie groups; groups holding a positive stay separate and each run of negative-only groups
-  is merged into one entry (the cumulative counts the metrics read at positive groups, and the
-  operating points, do not change); the positive and negative weight per entry is a sum of
-  cluster counts over the entry's samples (``embedding_bag``: gather-and-add of count rows, one
-  bag per entry), then cumulative sums over the sorted entries give every label's curve for
-  every resample at once, tiled so the temporaries stay in cache.
+  (descending) into tie groups; one entry per group holding a positive, with three weights: its
+  positives, its negatives and the negatives in the run between it and the positive group above
+  (thresholds inside such a run are dominated: same sensitivity, lower specificity), plus one
+  entry for the negatives below every positive. Each weight is a sum of cluster counts over its
+  samples (``embedding_bag``: gather-and-add of count rows, one bag per weight); cumulative sums
+  over the entries are then every positive group's TP and FP for every resample at once, in
+  tiles of labels of similar entry counts (padded) sized for the cache.
 
 Counts are integers, so sums of counts are exact in float32 below 2**24: the products run in
 float32 when the largest possible sum of a block is below that (checked per block), float64
@@ -248,22 +249,31 @@ def calibration_plan(conf: torch.Tensor, outcome: torch.Tensor, n_bins: int, clu
 
 
 # -- ranking --------------------------------------------------------------------------------------
-def _label_entries(s: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """One label's labelled samples: descending score order, the entry of each sample in that
-    order (0 = highest scores) and the number of entries."""
+_POS, _ABOVE, _TIED = 0, 1, 2  # the three weights of an entry
+
+
+def _label_bags(s: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """One label's labelled samples sorted by descending score; per sample its entry and weight
+    channel; the number of entries.
+
+    Entry ``k < K`` is the ``k``-th tie group holding a positive (from the top): its positives
+    (channel ``_POS``), its negatives (``_TIED``) and the negatives scored strictly between it and
+    the positive group above (``_ABOVE``); entry ``K`` holds the negatives below every positive.
+    Thresholds inside a run of negatives are dominated by the positive group above the run (same
+    sensitivity, higher specificity), so the positive groups are all the operating points and
+    cumulative sums the metrics need."""
     order = np.argsort(-s, kind="stable")
-    ss = s[order]
+    ss, ps = s[order], pos[order]
     group = np.concatenate([[0], np.cumsum(ss[1:] != ss[:-1])])
-    has_pos = np.bincount(group, weights=pos[order], minlength=int(group[-1]) + 1) > 0
-    starts = has_pos.copy()
-    starts[0] = True
-    starts[1:] |= has_pos[:-1]
-    return order, (np.cumsum(starts) - 1)[group], int(starts.sum())
+    has_pos = np.bincount(group, weights=ps, minlength=int(group[-1]) + 1) > 0
+    above = (np.cumsum(has_pos) - has_pos)[group]  # positive groups scored higher than the sample
+    channel = np.where(ps, _POS, np.where(has_pos[group], _TIED, _ABOVE))
+    return order, 3 * above + channel, int(has_pos.sum()) + 1
 
 
 class _Tile:
     """Labels of similar entry counts, each padded to ``width`` entries: bag ``(t, e, k)`` holds
-    the samples of entry ``e`` of tile label ``t`` with class ``k`` (0 positive, 1 negative)."""
+    the samples of entry ``e`` of tile label ``t`` in weight channel ``k``."""
 
     def __init__(self, labels: np.ndarray, width: int, cols: torch.Tensor, offsets: np.ndarray,
                  device: torch.device) -> None:
@@ -275,18 +285,20 @@ class _Tile:
 def _tile_values(tile: _Tile, table: torch.Tensor, whats: list[Hashable]) -> dict[Hashable, torch.Tensor]:
     """Every requested output of the tile's labels for the resamples of ``table`` (G, b): (L_t, b).
 
-    Entries run from the highest score down, so the cumulative sums are the positives (``tp``)
-    and negatives (``fp``) scored at least the entry's score: AUPRC's precision directly, and
-    AUROC's U = P·N − Σ p·(fp − ½n) (negatives strictly below each positive, ties ½)."""
+    Entries run from the highest score down, so the cumulative sums of the positive and the
+    negative (run above + tied) weights are each positive group's ``tp`` and ``fp``: AUPRC's
+    precision directly, and AUROC's U = P·N − Σ p·(fp − ½·tied) (negatives strictly below each
+    positive, ties ½) in exact integer arithmetic."""
     b = table.shape[1]
     sums = F.embedding_bag(tile.cols, table, tile.offsets, mode="sum", include_last_offset=True)
-    x = sums.view(tile.n_labels, tile.width, 2 * b).double()
-    cum = x.cumsum(1)  # padding entries are empty: they repeat the label's totals
-    p, n, tp, fp = x[..., :b], x[..., b:], cum[..., :b], cum[..., b:]
+    x = sums.view(tile.n_labels, tile.width, 3 * b).double()
+    x[..., b : 2 * b] += x[..., 2 * b :]  # negatives of the entry: run above + tied
+    cum = x[..., : 2 * b].cumsum(1)  # padding entries are empty: they repeat the label's totals
+    p, tied, tp, fp = x[..., :b], x[..., 2 * b :], cum[..., :b], cum[..., b:]
     ptot, ntot = tp[:, -1], fp[:, -1]
     out: dict[Hashable, torch.Tensor] = {"n_pos": ptot}
     if "auroc" in whats:
-        u = ptot * ntot - (p * torch.add(fp, n, alpha=-0.5)).sum(1)  # integers: exact
+        u = ptot * ntot - (p * torch.add(fp, tied, alpha=-0.5)).sum(1)
         den = ptot * ntot
         out["auroc"] = _nan_where(den > 0, u, den)
     if "auprc" in whats:
@@ -306,9 +318,9 @@ def _nan_where(ok: torch.Tensor, num: torch.Tensor, den: torch.Tensor) -> torch.
 
 
 class RankingPlan:
-    """Per label, the positive and negative weight of each entry (tie group holding a positive,
-    or merged run of negative-only groups) from the highest score down, for any resample counts;
-    from them AUROC, AUPRC and sensitivity at specificity of every label (:meth:`values`)."""
+    """Per label, the weights of each entry (a tie group holding a positive, with the run of
+    negatives above it; see :func:`_label_bags`) from the highest score down, for any resample
+    counts; from them AUROC, AUPRC and sensitivity at specificity of every label (:meth:`values`)."""
 
     def __init__(self, s: torch.Tensor, y: torch.Tensor, cluster: np.ndarray, n_clusters: int) -> None:
         sn = s.detach().cpu().numpy()
@@ -322,9 +334,8 @@ class RankingPlan:
             if idx.size == 0:
                 self.entries.append((np.zeros(0, np.int64), np.zeros(0, np.int64), 0))
                 continue
-            pos = yn[idx, j] == 1
-            order, entry, n_entries = _label_entries(sn[idx, j], pos)
-            self.entries.append((cl_all[idx[order]], 2 * entry + ~pos[order], n_entries))
+            order, bag, n_entries = _label_bags(sn[idx, j], yn[idx, j] == 1)
+            self.entries.append((cl_all[idx[order]], bag, n_entries))
         # every entry sum is at most counts @ (samples per cluster)
         self.bound = torch.from_numpy(np.bincount(cl_all, minlength=n_clusters).astype(np.float64)).to(s.device)
         self._make_tiles()
@@ -354,11 +365,11 @@ class RankingPlan:
             cl, bag, _ = self.entries[j]
             keep = np.argsort(bag, kind="stable")
             cols.append(cl[keep])
-            bags.append(bag[keep] + 2 * width * t)
+            bags.append(bag[keep] + 3 * width * t)
         cols_a = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-        counts = np.bincount(np.concatenate(bags), minlength=2 * width * len(labels)) if cols else \
-            np.zeros(2 * width * len(labels), np.int64)
-        # bag (t, e, k) → row (t·width + e)·2 + k; the view in _tile_values wants (t, e, k·b)
+        counts = np.bincount(np.concatenate(bags), minlength=3 * width * len(labels)) if cols else \
+            np.zeros(3 * width * len(labels), np.int64)
+        # bag (t, e, k) → row (t·width + e)·3 + k; the view in _tile_values wants (t, e, k·b)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         return _Tile(labels, width, torch.from_numpy(cols_a).to(self.device), offsets, self.device)
 
