@@ -135,7 +135,7 @@ class ClusterProduct:
         self.shape = (n_rows, n_clusters)
         self.device = device
         # integer contributions: every sum is an integer bounded by counts @ bound
-        self.integral = bool(np.array_equal(vals, np.round(vals)))
+        self.integral = values is None or bool(np.array_equal(vals, np.round(vals)))
         bound = np.bincount(clusters, weights=np.abs(vals), minlength=n_clusters)
         self.bound = torch.from_numpy(bound).to(device)
         nnz = rows.shape[0]
@@ -262,7 +262,7 @@ def _label_bags(s: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     Thresholds inside a run of negatives are dominated by the positive group above the run (same
     sensitivity, higher specificity), so the positive groups are all the operating points and
     cumulative sums the metrics need."""
-    order = np.argsort(-s, kind="stable")
+    order = np.argsort(-s)  # the order inside a tie group does not matter
     ss, ps = s[order], pos[order]
     group = np.concatenate([[0], np.cumsum(ss[1:] != ss[:-1])])
     has_pos = np.bincount(group, weights=ps, minlength=int(group[-1]) + 1) > 0
@@ -323,18 +323,18 @@ class RankingPlan:
     counts; from them AUROC, AUPRC and sensitivity at specificity of every label (:meth:`values`)."""
 
     def __init__(self, s: torch.Tensor, y: torch.Tensor, cluster: np.ndarray, n_clusters: int) -> None:
-        sn = s.detach().cpu().numpy()
-        yn = y.detach().cpu().numpy()
-        n, n_labels = sn.shape
+        sn = np.ascontiguousarray(s.detach().cpu().numpy().T)  # one row per label
+        yn = np.ascontiguousarray(y.detach().cpu().numpy().T)
+        n_labels, n = sn.shape
         cl_all = _cluster_of(cluster, n)
         self.device, self.n_labels = s.device, n_labels
         self.entries: list[tuple[np.ndarray, np.ndarray, int]] = []  # per label: clusters, bag, count
         for j in range(n_labels):
-            idx = np.flatnonzero(~np.isnan(yn[:, j]))
+            idx = np.flatnonzero(~np.isnan(yn[j]))
             if idx.size == 0:
                 self.entries.append((np.zeros(0, np.int64), np.zeros(0, np.int64), 0))
                 continue
-            order, bag, n_entries = _label_bags(sn[idx, j], yn[idx, j] == 1)
+            order, bag, n_entries = _label_bags(sn[j, idx], yn[j, idx] == 1)
             self.entries.append((cl_all[idx[order]], bag, n_entries))
         # every entry sum is at most counts @ (samples per cluster)
         self.bound = torch.from_numpy(np.bincount(cl_all, minlength=n_clusters).astype(np.float64)).to(s.device)
@@ -363,7 +363,8 @@ class RankingPlan:
         cols, bags = [], []
         for t, j in enumerate(labels):
             cl, bag, _ = self.entries[j]
-            keep = np.argsort(bag, kind="stable")
+            # a counting sort: small keys sort by radix (within a bag the order does not matter)
+            keep = np.argsort(bag.astype(np.uint16) if 3 * width < 2**16 else bag, kind="stable")
             cols.append(cl[keep])
             bags.append(bag[keep] + 3 * width * t)
         cols_a = np.concatenate(cols) if cols else np.zeros(0, np.int64)
