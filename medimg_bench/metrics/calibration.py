@@ -206,6 +206,7 @@ class ECE(_ScoreMetric):
             return average_rows(per, support(counts) if self.average == "weighted" else None,
                                 self.average, "multilabel")
 
+        fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
         return fn
 
 

@@ -773,7 +773,8 @@ class _ScoreMetric(Metric):
 
     def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
         """Bootstrap fast path: a function from cluster counts ``(b, G)`` to values ``(b, out)``,
-        or None when the metric has none (the bootstrap then resamples rows)."""
+        or None when the metric has none (the bootstrap then resamples rows). A function with
+        ``estimates = True`` also gives the full-data value (every count one) to rounding."""
         return None
 
 
@@ -810,6 +811,7 @@ def _ranking_cluster_fn(
             return values[:, :1]
         return average_rows(values, n_pos, average, kind)
 
+    fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
     return fn
 
 
@@ -830,6 +832,7 @@ def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any,
             c["correct"] = c["tp"].sum(-1)
         return self._from_counts(c).reshape(counts.shape[0], -1)
 
+    fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
     return fn
 
 

@@ -146,13 +146,14 @@ class _Statistic:
     _cluster_factory: Callable[..., Any] | None = None
     _cluster_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
     _cluster: np.ndarray | None = None
+    _n_clusters = 0
 
     def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
         """Prepare values for cluster counts: the metric's cluster-level fast path when it has
         one (``cluster_weighted``), per-cluster sums for means, else sample weights."""
         if self._cluster is cluster:
             return
-        self._cluster = cluster
+        self._cluster, self._n_clusters = cluster, n_clusters
         if self.kind == "mean":
             v = torch.as_tensor(self.pred).double()
             v2 = v.reshape(v.shape[0], -1)
@@ -174,6 +175,10 @@ class _Statistic:
             return _to_numpy(self._cluster_fn(c))
 
     def full(self) -> np.ndarray:
+        if getattr(self._cluster_fn, "estimates", False):
+            # the full data is the resample drawing every cluster once: no second pass over it
+            ones = mark_counts(torch.ones(1, self._n_clusters, dtype=torch.float64))
+            return self.at_clusters(ones)[0]
         out = self.metric(self.pred) if self.target is None else self.metric(self.pred, self.target)
         return _to_numpy(out)
 
@@ -439,8 +444,8 @@ def bootstrap_cis(
     for m, p, t in prepared:
         stat = _Statistic(m, p, t)
         stats.append(_WithMean(stat) if append_mean else stat)
-    estimates = [stat.full() for stat in stats]
     arrays = _distributions(stats, cluster, n_clusters, n_resamples, seed)
+    estimates = [stat.full() for stat in stats]  # after binding: from the same statistics
     out = []
     for stat, estimate, arr in zip(stats, estimates, arrays):
         low, high = _interval(arr, estimate, confidence, method,
