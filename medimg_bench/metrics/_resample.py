@@ -288,25 +288,27 @@ def _tile_values(tile: _Tile, table: torch.Tensor, whats: list[Hashable]) -> dic
     Entries run from the highest score down, so the cumulative sums of the positive and the
     negative (run above + tied) weights are each positive group's ``tp`` and ``fp``: AUPRC's
     precision directly, and AUROC's U = P·N − Σ p·(fp − ½·tied) (negatives strictly below each
-    positive, ties ½) in exact integer arithmetic."""
+    positive, ties ½) in exact integer arithmetic. Weights and their sums stay in the table's
+    dtype (float32 holds them exactly, see :meth:`RankingPlan._compute`); products, quotients
+    and their sums are float64."""
     b = table.shape[1]
     sums = F.embedding_bag(tile.cols, table, tile.offsets, mode="sum", include_last_offset=True)
-    x = sums.view(tile.n_labels, tile.width, 3 * b).double()
+    x = sums.view(tile.n_labels, tile.width, 3 * b)
     x[..., b : 2 * b] += x[..., 2 * b :]  # negatives of the entry: run above + tied
     cum = x[..., : 2 * b].cumsum(1)  # padding entries are empty: they repeat the label's totals
-    p, tied, tp, fp = x[..., :b], x[..., 2 * b :], cum[..., :b], cum[..., b:]
-    ptot, ntot = tp[:, -1], fp[:, -1]
+    p, tied, tp, fp = x[..., :b].double(), x[..., 2 * b :], cum[..., :b], cum[..., b:]
+    ptot, ntot = tp[:, -1].to(torch.float64, copy=True), fp[:, -1].to(torch.float64, copy=True)
     out: dict[Hashable, torch.Tensor] = {"n_pos": ptot}
     if "auroc" in whats:
-        u = ptot * ntot - (p * torch.add(fp, tied, alpha=-0.5)).sum(1)
+        u = ptot * ntot - torch.linalg.vecdot(p, torch.add(fp, tied, alpha=-0.5).double(), dim=1)
         den = ptot * ntot
         out["auroc"] = _nan_where(den > 0, u, den)
     if "auprc" in whats:
-        prec = tp / (tp + fp).clamp_min_(1)
-        out["auprc"] = _nan_where(ptot > 0, (p * prec).sum(1), ptot)
+        prec = tp.to(torch.float64, copy=True).div_((tp + fp).clamp_min_(1))
+        out["auprc"] = _nan_where(ptot > 0, torch.linalg.vecdot(p, prec, dim=1), ptot)
     for what in whats:
         if isinstance(what, tuple) and what[0] == "sens_at_spec":
-            sens = tp / (ptot + (ptot == 0))[:, None]
+            sens = tp.double() / (ptot + (ptot == 0))[:, None]
             spec = (ntot[:, None] - fp) / (ntot + (ntot == 0))[:, None]  # negatives below the entry
             best = torch.where(spec >= what[1] - 1e-12, sens, 0.0).amax(1)
             out[what] = torch.where((ptot > 0) & (ntot > 0), best, float("nan"))
@@ -391,7 +393,8 @@ class RankingPlan:
         c = counts.to(self.device, torch.float64)
         b = c.shape[0]
         weight = float((c @ self.bound).max()) if b else 0.0  # largest total weight of a resample
-        single = _integral(c) and weight < _EXACT_FLOAT32
+        # float32 holds every weight sum and fp − ½·tied exactly below 2**23
+        single = _integral(c) and weight < _EXACT_FLOAT32 / 2
         table = _columns(c, torch.float32 if single else torch.float64)
         out = {w: c.new_full((b, self.n_labels), float("nan")) for w in [*whats, "n_pos"]}
         for r0 in range(0, b, self.tile_resamples):
