@@ -115,9 +115,16 @@ def _integral(counts: torch.Tensor) -> bool:
     return getattr(counts, _COUNTS_FLAG, False) or bool(torch.equal(counts, counts.round()))
 
 
+_TABLES = "_medimg_bench_tables"
+
+
 def _columns(c: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``c.T`` as a contiguous (G, b) tensor of ``dtype`` (one copy)."""
-    return c.T.to(dtype, memory_format=torch.contiguous_format).contiguous()  # same dtype: .to is a no-op
+    """``c.T`` as a contiguous (G, b) tensor of ``dtype``, made once per counts tensor and dtype
+    (the plans of a joint bootstrap all read the same block)."""
+    tables = c.__dict__.setdefault(_TABLES, {})
+    if dtype not in tables:
+        tables[dtype] = c.T.to(dtype, memory_format=torch.contiguous_format).contiguous()
+    return tables[dtype]
 
 
 class ClusterProduct:
@@ -164,8 +171,8 @@ class ClusterProduct:
         single = self.exact32(c)
         if self.dense:
             if single:
-                return (self.matrix32 @ c.T.float()).double()  # type: ignore[operator]
-            return self.matrix @ c.T
+                return (self.matrix32 @ _columns(c, torch.float32)).double()  # type: ignore[operator]
+            return self.matrix @ _columns(c, torch.float64)
         table = _columns(c, torch.float32 if single else torch.float64)
         vals = None if self.vals is None else self.vals.to(table.dtype)
         out = F.embedding_bag(self.cols, table, self.indptr, mode="sum", per_sample_weights=vals,

@@ -280,7 +280,9 @@ def _distributions(stats: list[_Statistic], cluster: np.ndarray, n_clusters: int
     pending: list[np.ndarray] = []
 
     def flush() -> None:
-        counts = mark_counts(torch.from_numpy(np.concatenate(pending).astype(np.float64)))
+        block = np.empty((sum(len(c) for c in pending), n_clusters))
+        np.concatenate(pending, out=block, casting="unsafe")  # int64 → float64 in the copy
+        counts = mark_counts(torch.from_numpy(block))
         pending.clear()
         for i, stat in enumerate(stats):  # the same tensor object: shared plans see one block
             out[i].append(stat.at_clusters(counts))
