@@ -288,3 +288,36 @@ def test_agreement_cluster_fast_path_equals_loop(shift):
     fast = m.cluster_weighted(*m.state_arrays(), cluster, 20)(torch.from_numpy(counts.astype(np.float64))).numpy()
     loop = _loop(m, *m.state_arrays(), counts, cluster)
     np.testing.assert_allclose(fast, loop, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_summary_resamples_metrics_of_the_same_samples_together(monkeypatch):
+    """The run summary bootstraps the dataset-level metrics of one sample set in one pass; a
+    metric that saw other samples gets its own pass; each equals its summary alone."""
+    import pandas as pd
+
+    from medimg_bench.engine.summary import summarize
+
+    s, y = _data("multilabel", n=120, seed=8)
+    ids = [f"s{i}" for i in range(120)]
+    patients = {i: f"p{k // 3}" for k, i in enumerate(ids)}
+    metrics = {"auroc": AUROC(), "auprc": AUPRC(), "ece": ECE(), "sens_part": Sensitivity()}
+    for key, m in metrics.items():
+        n = 90 if key == "sens_part" else 120
+        m.update(s[:n], y[:n], ids=ids[:n])
+    calls = []
+    real = stats.bootstrap_cis
+
+    def spy(items, **kwargs):
+        calls.append(len(items))
+        return real(items, **kwargs)
+
+    import medimg_bench.engine.summary as summary_mod
+
+    samples = pd.DataFrame({"id": ids, "status": "ok"})
+    with monkeypatch.context() as patch:
+        patch.setattr(summary_mod, "bootstrap_cis", spy)
+        together = summarize(metrics, samples, patients=patients, n_resamples=40, seed=1)
+    assert sorted(calls) == [1, 3]
+    for key, m in metrics.items():
+        alone = summarize({key: m}, samples, patients=patients, n_resamples=40, seed=1)
+        assert together["metrics"][key] == alone["metrics"][key]
