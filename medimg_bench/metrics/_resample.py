@@ -134,7 +134,7 @@ class ClusterProduct:
 
     def __init__(
         self, rows: np.ndarray, clusters: np.ndarray, values: np.ndarray | None, *,
-        n_rows: int, n_clusters: int, device: torch.device,
+        n_rows: int, n_clusters: int, device: torch.device, integral: bool | None = None,
     ) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         clusters = np.asarray(clusters, dtype=np.int64)
@@ -142,7 +142,9 @@ class ClusterProduct:
         self.shape = (n_rows, n_clusters)
         self.device = device
         # integer contributions: every sum is an integer bounded by counts @ bound
-        self.integral = values is None or bool(np.array_equal(vals, np.round(vals)))
+        if integral is None:
+            integral = values is None or bool(np.array_equal(vals, np.round(vals)))
+        self.integral = integral
         bound = np.bincount(clusters, weights=np.abs(vals), minlength=n_clusters)
         self.bound = torch.from_numpy(bound).to(device)
         nnz = rows.shape[0]
@@ -239,17 +241,16 @@ def calibration_plan(conf: torch.Tensor, outcome: torch.Tensor, n_bins: int, clu
     cell = (np.arange(n_labels)[None, :] * n_bins + bins)[labelled]
     cl = np.broadcast_to(_cluster_of(cluster, n)[:, None], (n, n_labels))[labelled]
     n_cells = n_labels * n_bins
+    gaps = ClusterProduct(cell, cl, on[labelled] - cn[labelled], n_rows=n_cells, n_clusters=n_clusters,
+                          device=conf.device, integral=False)
+    # the counts are whole numbers: a product of their own (float32 while exact)
     count_rows = cell if per_bin_counts else np.broadcast_to(np.arange(n_labels), (n, n_labels))[labelled]
-    rows = np.concatenate([cell, n_cells + count_rows])
-    vals = np.concatenate([on[labelled] - cn[labelled], np.ones(cell.shape[0])])
-    n_count_rows = n_cells if per_bin_counts else n_labels
-    prod = ClusterProduct(rows, np.concatenate([cl, cl]), vals, n_rows=n_cells + n_count_rows,
-                          n_clusters=n_clusters, device=conf.device)
+    counts_of = ClusterProduct(count_rows, cl, None, n_rows=n_cells if per_bin_counts else n_labels,
+                               n_clusters=n_clusters, device=conf.device)
 
     def sums(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r = prod(counts).T  # (b, rows)
-        gap = r[:, :n_cells].reshape(-1, n_labels, n_bins)
-        count = r[:, n_cells:]
+        gap = gaps(counts).T.reshape(-1, n_labels, n_bins)
+        count = counts_of(counts).T
         return gap, count.reshape(-1, n_labels, n_bins) if per_bin_counts else count
 
     return sums
