@@ -66,8 +66,8 @@ def main() -> None:
     import nibabel as nib
 
     from medimg_bench.datasets import create
-    from medimg_bench.datasets._grid import align_to_image_grid
     from medimg_bench.datasets.check import check_dataset
+    from medimg_bench.datasets.grid import align_to_image_grid
 
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
           f"{n} pairs of {shape}, half the masks stored flipped")

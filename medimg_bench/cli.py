@@ -26,7 +26,7 @@ __all__ = ["main"]
 _SUBCOMMANDS = {
     "cache": ("medimg_bench.models.vlm.cache", "cli_main"),
     "merge": ("medimg_bench.engine.merge", "cli_main"),
-    "sweep": ("medimg_bench.engine.sweep", "cli_main"),
+    "sweep": ("medimg_bench.runs.sweep", "cli_main"),
     "compare": ("medimg_bench.baselines.compare", "cli_main"),
     "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
 }
@@ -37,7 +37,8 @@ def _hydra_run(argv: Sequence[str]) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
-    from medimg_bench.engine.pipeline import config_dir, run_config
+    from medimg_bench.resources import config_dir
+    from medimg_bench.runs import run_config
 
     error = _check_launcher(argv)
     if error:
@@ -129,7 +130,7 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
         from hydra import compose, initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
 
-        from medimg_bench.engine.pipeline import config_dir
+        from medimg_bench.resources import config_dir
 
         if GlobalHydra.instance().is_initialized():
             GlobalHydra.instance().clear()
@@ -192,7 +193,7 @@ def _datasets(argv: Sequence[str]) -> int:
     from omegaconf import OmegaConf
 
     from medimg_bench.datasets.check import run_check
-    from medimg_bench.engine.pipeline import config_dir
+    from medimg_bench.resources import config_dir
 
     path = Path(args.config)
     if not path.exists():

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from medimg_bench.engine.pipeline import compose_config, config_dir
 from medimg_bench.registry import DATASETS, METRICS, MODELS, TASKS
+from medimg_bench.resources import config_dir
+from medimg_bench.runs import compose_config
 
 CONFIGS = config_dir()
 

@@ -41,7 +41,7 @@ class CardError(ValueError):
 def card_dir() -> Path:
     """The folder holding the shipped cards (``configs/baseline``, or under
     ``$MEDIMG_BENCH_CONFIG_DIR``)."""
-    from medimg_bench.engine.pipeline import config_dir
+    from medimg_bench.resources import config_dir
 
     return Path(config_dir()) / "baseline"
 

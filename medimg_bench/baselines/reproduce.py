@@ -160,7 +160,7 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     ``reproduce.json`` content (rows, run directory, card name). Refuses cards whose source
     values are missing (``needs_source``), whose required pieces are absent, or whose dataset
     root does not match the card."""
-    from medimg_bench.engine.pipeline import compose_config, run_config
+    from medimg_bench.runs import compose_config, run_config
 
     card = dict(card) if isinstance(card, Mapping) else load_card(card)
     name = card["name"]

@@ -22,7 +22,7 @@ import torch
 
 from medimg_bench.sample import SampleError
 
-__all__ = ["ManifestDataset", "TableDataset", "read_manifest"]
+__all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root"]
 
 # manifest columns copied into sample["meta"] when present
 META_COLUMNS = (
@@ -263,7 +263,7 @@ class TableDataset(ManifestDataset):
         )
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        from medimg_bench.datasets._grid import align_to_image_grid, read_target
+        from medimg_bench.datasets.grid import align_to_image_grid, read_target
         from medimg_bench.datasets.io import read_image, to_channel_first
 
         path = self.resolve(row[self.image_column])
@@ -290,3 +290,36 @@ class TableDataset(ManifestDataset):
             )
             sample["mask"] = torch.as_tensor(np.ascontiguousarray(marray)).long()
         return sample
+
+class PathManifestDataset(ManifestDataset):
+    """A manifest dataset whose rows each name one file, in the ``path`` column (relative to
+    ``root``); subclasses implement ``load``."""
+
+    def __init__(
+        self,
+        manifest: pd.DataFrame,
+        *,
+        root: str | Path | None,
+        classes: Sequence[str] | None = None,
+        transform: Callable[[dict], dict] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(
+            manifest,
+            root=root,
+            path_columns=("path",),
+            classes=classes,
+            transform=transform,
+            name=name,
+        )
+
+
+def dataset_root(root: str | Path | None, name: str) -> Path:
+    """``root`` as an existing directory; raises naming dataset ``name`` when it is unset
+    (``None``, empty or Hydra's ``???``) or not a directory."""
+    if root is None or str(root) in ("", "???"):
+        raise ValueError(f"{name}: set root= to the dataset directory as downloaded")
+    p = Path(root).expanduser()
+    if not p.is_dir():
+        raise FileNotFoundError(f"{name}: root {str(p)!r} is not a directory")
+    return p

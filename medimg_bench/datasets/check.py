@@ -354,8 +354,8 @@ _HEADER_SUFFIXES = (".nii", ".nii.gz", ".mgz", ".mgh")
 
 def _off_grid_pairs(ds: Any, skip_ids: set[str]) -> list[dict[str, Any]]:
     """Image/mask pairs whose mask is not on the image grid, from the NIfTI headers alone (no
-    pixels read), by the rule every loader applies (:mod:`medimg_bench.datasets._grid`)."""
-    from medimg_bench.datasets._grid import grid_problem, header_grid
+    pixels read), by the rule every loader applies (:mod:`medimg_bench.datasets.grid`)."""
+    from medimg_bench.datasets.grid import grid_problem, header_grid
 
     manifest = ds.manifest
     image_col = "image" if "image" in manifest else getattr(ds, "image_column", None)

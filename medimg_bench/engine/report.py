@@ -1,17 +1,10 @@
-"""Tables and plots for a run (matplotlib with the Agg backend; no display needed)."""
+"""The summary table of a run, printed to the console (rich)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-__all__ = ["summary_table", "print_summary", "plot_roc", "plot_per_class"]
-
-
-_MM_METRICS = {"hd95", "hausdorff", "hausdorff_distance", "assd", "masd"}
+__all__ = ["summary_table", "print_summary"]
 
 
 def _fmt(v: Any) -> str:
@@ -46,59 +39,3 @@ def print_summary(results: Any, console: Any = None) -> None:
     failed = results.samples[results.samples["status"] == "failed"]
     for _, row in failed.drop_duplicates("id").head(10).iterrows():
         console.print(f"[red]failed[/red] {row['id']}: {row['error']}")
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_roc(samples: pd.DataFrame, path: Path, *, title: str = "") -> Path | None:
-    """ROC curve per class from the ``score``/``label`` columns; returns the PNG path."""
-    from sklearn.metrics import roc_auc_score, roc_curve
-
-    if not {"score", "label", "class"} <= set(samples.columns):
-        return None
-    ok = samples[(samples["status"] == "ok") & samples["label"].notna()]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 5), dpi=100)
-    for cname, grp in ok.groupby("class", sort=False):
-        y = grp["label"].to_numpy()
-        if len(np.unique(y)) < 2:
-            continue
-        fpr, tpr, _ = roc_curve(y, grp["score"].to_numpy())
-        ax.plot(fpr, tpr, label=f"{cname} (AUC {roc_auc_score(y, grp['score']):.3f})")
-    ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-    ax.set(xlabel="1 − specificity", ylabel="sensitivity", title=f"ROC {title}".strip(), xlim=(0, 1), ylim=(0, 1.01))
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def plot_per_class(samples: pd.DataFrame, column: str, path: Path, *, title: str = "") -> Path | None:
-    """Box plot of a per-sample metric per class, with the mean marked; returns the PNG path."""
-    if column not in samples.columns or "class" not in samples.columns:
-        return None
-    ok = samples[samples["status"] == "ok"]
-    groups = [(c, g[column].dropna().to_numpy(dtype=float)) for c, g in ok.groupby("class", sort=False)]
-    groups = [(c, v) for c, v in groups if len(v)]
-    if not groups:
-        return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(groups)), 4), dpi=100)
-    ax.boxplot([v for _, v in groups], tick_labels=[c for c, _ in groups], showmeans=True)
-    unit = " (mm)" if column in _MM_METRICS else ""
-    ax.set(ylabel=f"{column}{unit}", title=f"{column} per class {title}".strip())
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path

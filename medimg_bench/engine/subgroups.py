@@ -16,6 +16,7 @@ import torch
 
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.fairness import age_bins, fairness_report
+from medimg_bench.tasks.tables import subgroup_table  # noqa: F401  (re-exported)
 
 __all__ = ["subgroup_labels", "subgroup_summary", "subgroup_table", "GroupLabels"]
 
@@ -160,16 +161,3 @@ def subgroup_summary(
                 continue
             out[key] = _result(report)
     return out
-
-
-def subgroup_table(summary: Mapping[str, Any]) -> pd.DataFrame:
-    """``summary["subgroups"]`` as one row per attribute × metric × group: ``value``, ``ci_low``,
-    ``ci_high``, ``n`` (what ``per_category.csv`` of a VQA run holds)."""
-    rows = []
-    for attribute, by_metric in (summary.get("subgroups") or {}).items():
-        for metric, res in by_metric.items():
-            for group, entry in (res.get("per_group") or {}).items():
-                rows.append({"attribute": attribute, "metric": metric, "group": group,
-                             "value": entry.get("value"), "ci_low": entry.get("ci_low"),
-                             "ci_high": entry.get("ci_high"), "n": entry.get("n")})
-    return pd.DataFrame(rows, columns=["attribute", "metric", "group", "value", "ci_low", "ci_high", "n"])

@@ -8,6 +8,7 @@ every public name listed in a submodule's ``__all__`` is available here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from typing import Any
 
@@ -32,6 +33,8 @@ def _index() -> dict[str, str]:
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule: no index needed
+        return importlib.import_module(f"{__name__}.{name}")
     module = _index().get(name)
     if module is None:
         raise AttributeError(f"module 'medimg_bench.metrics' has no attribute {name!r}")

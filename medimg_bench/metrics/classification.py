@@ -30,6 +30,7 @@ from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import register_metric
 
 __all__ = [
+    "macro_rank_auroc",
     "auroc",
     "auprc",
     "average_precision",
@@ -963,3 +964,25 @@ class SensitivityAtSpecificity(_ScoreMetric):
             return None
         return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="sensitivity_at_specificity",
                                    average=self.average, level=self.options["specificity"])
+
+
+def macro_rank_auroc(scores: torch.Tensor, y: torch.Tensor) -> float:
+    """Mean over classes of the rank-based AUROC (ties averaged), skipping classes with one label
+    value; NaN labels ignored. A model-selection score (probes, ``fit``'s ``select_on=auroc``)."""
+    vals = []
+    for k in range(scores.shape[1]):
+        yk, sk = y[:, k], scores[:, k].double()
+        ok = ~yk.isnan()
+        yk, sk = yk[ok] >= 0.5, sk[ok]
+        n_pos, n_neg = int(yk.sum()), int((~yk).sum())
+        if n_pos == 0 or n_neg == 0:
+            continue
+        order = torch.argsort(sk)
+        ranks = torch.empty_like(sk)
+        ranks[order] = torch.arange(1, len(sk) + 1, dtype=torch.float64)
+        uniq, inv = torch.unique(sk, return_inverse=True)  # average ranks of ties
+        sums = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, ranks)
+        cnt = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, torch.ones_like(ranks))
+        ranks = (sums / cnt)[inv]
+        vals.append(float((ranks[yk].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)))
+    return float(sum(vals) / len(vals)) if vals else float("nan")

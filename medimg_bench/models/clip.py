@@ -17,7 +17,12 @@ from typing import Any
 import torch
 
 from medimg_bench.models.base import ModelAdapter
-from medimg_bench.models.encoders import OPENAI_MEAN, OPENAI_STD, prepare_images, require_local_path
+from medimg_bench.models.preprocess import (
+    OPENAI_MEAN,
+    OPENAI_STD,
+    prepare_images,
+    require_local_path,
+)
 from medimg_bench.registry import register_model
 
 __all__ = ["ClipZeroShot", "build_open_clip", "clip_zero_shot", "load_templates"]
@@ -33,7 +38,7 @@ def load_templates(templates: str | Mapping[str, Any] | Sequence[str]) -> dict[s
     else:
         import yaml
 
-        from medimg_bench.engine.pipeline import config_dir
+        from medimg_bench.resources import config_dir
 
         path = Path(str(templates))
         if not path.suffix:

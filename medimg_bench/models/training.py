@@ -457,7 +457,7 @@ def selection_metric(probs: torch.Tensor, labels: torch.Tensor, metric: str, *,
     the positive class, as the MedMNIST evaluator computes it. ``"accuracy"``: argmax
     (multi-class) or the fraction of labels right at 0.5 (multi-label). ``multilabel`` defaults
     to whether the labels have the shape of ``probs``."""
-    from medimg_bench.protocols.probes import _macro_auroc
+    from medimg_bench.metrics.classification import macro_rank_auroc
 
     probs = probs.float()
     n, k = probs.shape
@@ -470,7 +470,7 @@ def selection_metric(probs: torch.Tensor, labels: torch.Tensor, metric: str, *,
         y = (idx[:, None] == torch.arange(k, dtype=torch.float32)[None, :]).float()
         y[idx.isnan()] = float("nan")
     if metric == "auroc":
-        return _macro_auroc(probs, y)
+        return macro_rank_auroc(probs, y)
     if metric == "accuracy":
         if multilabel:
             known = ~y.isnan()

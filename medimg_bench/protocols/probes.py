@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from medimg_bench.metrics.classification import macro_rank_auroc
+
 __all__ = ["LinearProbe", "train_linear_probe", "knn_predict", "select_metric"]
 
 
@@ -41,32 +43,11 @@ class LinearProbe:
         return torch.cat(outs)
 
 
-def _macro_auroc(scores: torch.Tensor, y: torch.Tensor) -> float:
-    """Mean over classes of the rank-based AUROC (ties averaged); NaN labels ignored."""
-    vals = []
-    for k in range(scores.shape[1]):
-        yk, sk = y[:, k], scores[:, k].double()
-        ok = ~yk.isnan()
-        yk, sk = yk[ok] >= 0.5, sk[ok]
-        n_pos, n_neg = int(yk.sum()), int((~yk).sum())
-        if n_pos == 0 or n_neg == 0:
-            continue
-        order = torch.argsort(sk)
-        ranks = torch.empty_like(sk)
-        ranks[order] = torch.arange(1, len(sk) + 1, dtype=torch.float64)
-        uniq, inv = torch.unique(sk, return_inverse=True)  # average ranks of ties
-        sums = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, ranks)
-        cnt = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inv, torch.ones_like(ranks))
-        ranks = (sums / cnt)[inv]
-        vals.append(float((ranks[yk].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)))
-    return float(sum(vals) / len(vals)) if vals else float("nan")
-
-
 def select_metric(probs: torch.Tensor, y: torch.Tensor, *, multilabel: bool) -> float:
     """The validation metric used for model selection: accuracy (multi-class, as eva's
     ``val/MulticlassAccuracy``) or macro AUROC (multi-label)."""
     if multilabel:
-        return _macro_auroc(probs, y)
+        return macro_rank_auroc(probs, y)
     ok = ~y.float().isnan()
     return float((probs[ok].argmax(1) == y[ok].long()).float().mean())
 

@@ -23,7 +23,7 @@ PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retri
 def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
     """Run the protocol ``cfg["protocol"]["name"]`` into ``run_dir``; returns the
     :class:`~medimg_bench.engine.results.Results` written there (the summary over seeds)."""
-    from medimg_bench.engine.pipeline import check_run_dir
+    from medimg_bench.engine.run_dir import check_run_dir
 
     c = dict(cfg)
     p = dict(c["protocol"])
@@ -62,7 +62,7 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
 def _datasets(c: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """(train, val, test) datasets; val is ``protocol.val_split`` or ``val_fraction`` of the
     training patients (drawn with a fixed seed, the same for every run seed)."""
-    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.builders import build_dataset
     from medimg_bench.protocols.sampling import split_patients
 
     d = c["dataset"]
@@ -116,7 +116,7 @@ def _score(c: Mapping[str, Any], probs: torch.Tensor, y: torch.Tensor, ids: Sequ
 
 
 def _encoder(c: Mapping[str, Any], dataset: Any) -> Any:
-    from medimg_bench.engine.pipeline import _infer_channels
+    from medimg_bench.builders import infer_channels as _infer_channels
     from medimg_bench.models.encoders import build_encoder
 
     with torch.random.fork_rng():  # a randomly initialised backbone is the same for every run seed
@@ -195,8 +195,8 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
 
 # -- fine-tune ------------------------------------------------------------------------------------
 def _fine_tune(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.builders import build_model as _build_model
     from medimg_bench.engine.distributed import is_main_process
-    from medimg_bench.engine.pipeline import _build_model
     from medimg_bench.engine.runner import evaluate
     from medimg_bench.models.training import fit
     from medimg_bench.protocols.probes import select_metric
@@ -265,7 +265,7 @@ def _manifest_labels(ds: Any, classes: Sequence[str], multilabel: bool) -> np.nd
 
 # -- zero-shot ------------------------------------------------------------------------------------
 def _zero_shot(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
-    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.builders import build_dataset
     from medimg_bench.engine.runner import evaluate
     from medimg_bench.registry import create_model, create_task
 
@@ -287,7 +287,7 @@ def _zero_shot(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: P
 
 # -- retrieval ------------------------------------------------------------------------------------
 def _retrieval(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
-    from medimg_bench.engine.pipeline import build_dataset
+    from medimg_bench.builders import build_dataset
     from medimg_bench.registry import create_model
 
     d = c["dataset"]

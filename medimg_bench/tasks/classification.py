@@ -76,7 +76,7 @@ class ClassificationTask(Task):
         }
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
-        from medimg_bench.engine.report import plot_roc
+        from medimg_bench.tasks.plots import plot_roc
 
         path = plot_roc(results.samples, out_dir / "roc.png", title=results.name)
         return [path] if path else []

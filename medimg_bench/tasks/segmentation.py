@@ -87,7 +87,7 @@ class SegmentationTask(Task):
         }
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
-        from medimg_bench.engine.report import plot_per_class
+        from medimg_bench.tasks.plots import plot_per_class
 
         written = []
         for column in results.per_sample_metric_columns():

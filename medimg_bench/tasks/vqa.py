@@ -23,8 +23,9 @@ SUBMISSION_FILE = "submission.tsv"
 _CATEGORY_COLUMNS = ("question_type", "content_type", "modality", "organ", "department",
                      "clinical_task", "perceptual_granularity")
 
-#: scoring profiles built; see docs/vlm.md
-PROFILES = ("medimg_bench", "llava_med", "vlmevalkit", "multimedeval", "lmms_eval")
+#: scoring profiles built (medimg_bench.metrics.text.vqa_profiles.PROFILES); see docs/vlm.md
+PROFILES = ("medimg_bench", "llava_med", "llava_med_initial", "multimedeval", "lmms_eval", "vlmevalkit",
+            "vlmevalkit_18fc37a")
 
 DEFAULT_PROMPTS = {
     "closed": "<image>\n{question}\nAnswer with yes or no.",
@@ -33,7 +34,41 @@ DEFAULT_PROMPTS = {
 }
 _FIELDS = {"question", "options"}
 #: profiles whose unparsed closed/multiple-choice answers an optional LLM judge may map to an option
-JUDGED_PROFILES = ("medimg_bench", "vlmevalkit")
+JUDGED_PROFILES = ("medimg_bench", "vlmevalkit", "vlmevalkit_18fc37a")
+
+
+def _profile_options(profile: str, scoring: Any) -> dict[str, Any]:
+    """The options a harness profile takes from its scoring config: ``candidates`` (llava_med*:
+    the list for "open accuracy", or a JSON file holding one — a list or LLaVA-Med's
+    ``{"0": [...]}``) and ``variant`` (lmms_eval: the task whose split rule applies)."""
+    from medimg_bench.metrics.text.vqa_profiles import PROFILES as _P
+
+    given = dict(scoring) if isinstance(scoring, Mapping) else {}
+    out: dict[str, Any] = {}
+    for key in _P[profile].options:
+        value = given.get(key)
+        if value is None:
+            continue
+        if key == "candidates" and isinstance(value, str):
+            value = _read_candidates(value)
+        if key == "candidates" and not list(value):
+            raise ValueError(f"vqa: scoring.candidates of {profile} is empty")
+        out[key] = list(value) if key == "candidates" else value
+    return out
+
+
+def _read_candidates(path: str) -> list[Any]:
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"vqa: cannot read the candidate answer list {path!r}: {e}") from e
+    if isinstance(data, dict) and "0" in data:
+        data = data["0"]  # LLaVA-Med's train_open_answers.json
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"vqa: {path!r} holds no candidate list (a JSON list, or {{\"0\": [...]}})")
+    return data
 
 
 def _check_template(kind: str, template: str) -> str:
@@ -49,13 +84,14 @@ def _check_template(kind: str, template: str) -> str:
 class VQATask(Task):
     """Prompts a generative adapter with each question (options listed as "A. …" for multiple
     choice) and scores the answer. Options: ``scoring`` (profile name or config dict:
-    ``medimg_bench``, ``llava_med``,
-    ``multimedeval``, ``lmms_eval`` or ``vlmevalkit``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
+    ``medimg_bench``, ``llava_med``, ``llava_med_initial``, ``multimedeval``, ``lmms_eval``,
+    ``vlmevalkit`` or ``vlmevalkit_18fc37a``; a dict may add the profile's ``candidates`` /
+    ``variant``), ``prompts`` (``closed`` / ``open`` / ``mcq`` templates with
     ``{question}`` and ``{options}``; ``<image>`` marks where the images go), ``system``,
     ``max_new_tokens``, ``circular`` (CircularEval for multiple choice), ``judge`` (a generative
     adapter, or ``{model, options}``; also ``scoring.judge``: asked to map closed/multiple-choice
     answers the profile's rule left unparsed to an option, see
-    :mod:`medimg_bench.metrics.text.judge`; profiles ``medimg_bench`` and ``vlmevalkit``)."""
+    :mod:`medimg_bench.metrics.text.judge`; profiles ``medimg_bench`` and ``vlmevalkit*``)."""
 
     name = "vqa"
     default_metrics = {"vqa": {}}
@@ -74,6 +110,7 @@ class VQATask(Task):
         if profile not in PROFILES:
             raise ValueError(f"vqa: scoring profile {profile!r} is not built; available: {list(PROFILES)}")
         self.profile = profile
+        self.profile_options = _profile_options(profile, scoring)
         profile_prompts = dict(scoring.get("prompts") or {}) if isinstance(scoring, Mapping) else {}
         merged = {**DEFAULT_PROMPTS, **profile_prompts, **dict(prompts or {})}  # task options win
         self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
@@ -85,6 +122,9 @@ class VQATask(Task):
         if self.judge is not None and profile not in JUDGED_PROFILES:
             raise ValueError(f"vqa: an LLM judge extends the strict rules only (scoring={list(JUDGED_PROFILES)}); "
                              f"the {profile} profile reproduces its harness, which has no judge")
+
+    def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
+        return {"profile": self.profile}  # the vqa metric keeps the profile's harness figures
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         if spec and not any(n == "vqa" or (o or {}).get("metric") == "vqa" for n, o in dict(spec).items()):
@@ -180,15 +220,12 @@ class VQATask(Task):
 
     def _scorer(self) -> Any:
         """``scorer(text, answer, kind, options) -> scored dict`` of this task's profile."""
-        from medimg_bench.metrics.text import vqa_profiles as vp
-        from medimg_bench.metrics.text.vqa import score_vqa_answer
+        from medimg_bench.metrics.text.vqa_profiles import PROFILES as _P
 
-        fn = {"llava_med": vp.score_llava_med, "lmms_eval": vp.score_lmms_eval,
-              "multimedeval": vp.score_multimedeval, "vlmevalkit": vp.score_vlmevalkit}.get(
-                  self.profile, score_vqa_answer)
+        fn, extra = _P[self.profile].score, self.profile_options
 
         def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
-            return fn(text, answer=answer, answer_type=kind, options=options)
+            return fn(text, answer=answer, answer_type=kind, options=options, **extra)
 
         return scorer
 
@@ -221,6 +258,8 @@ class VQATask(Task):
         scored.update(parsed=parsed, unparsed=0.0, rule="judge", parsed_by="judge")
         if gt is not None:
             scored["correct"] = float(hit)
+            # VLMEvalKit asks its judge where exact matching fails: its figure takes the verdict
+            scored["harness"] = {k: float(hit) for k in scored.get("harness", {})}
         return scored
 
     def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]],
@@ -293,7 +332,7 @@ class VQATask(Task):
 
         import pandas as pd
 
-        from medimg_bench.engine.subgroups import subgroup_table
+        from medimg_bench.tasks.tables import subgroup_table
 
         run_dir, written = Path(run_dir), []
         if results.summary.get("subgroups"):

@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from medimg_bench.datasets import create
-from medimg_bench.datasets.cxr_image import decode_siim_rle, encode_siim_rle, load_cxr_image
-from medimg_bench.datasets.cxr_labels import (
+from medimg_bench.datasets.cxr.labels import (
     CHEXPERT_PATHOLOGIES,
     NIH_PATHOLOGIES,
     apply_uncertainty,
     canonical_name,
     harmonize_labels,
 )
+from medimg_bench.datasets.cxr.pixels import decode_siim_rle, encode_siim_rle, load_cxr_image
 from medimg_bench.sample import SampleError, validate_sample
 
 PIL = pytest.importorskip("PIL.Image")

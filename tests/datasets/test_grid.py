@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from medimg_bench.datasets import create
-from medimg_bench.datasets._grid import align_to_image_grid, grid_problem
 from medimg_bench.datasets.base import TableDataset
+from medimg_bench.datasets.grid import align_to_image_grid, grid_problem
 from medimg_bench.sample import SampleError
 
 nib = pytest.importorskip("nibabel")
@@ -191,7 +191,8 @@ NO_MASK_GEOMETRY = {
 
 
 def test_every_dataset_that_yields_masks_is_covered():
-    from medimg_bench.datasets import _volumetric_utils, volumetric
+    from medimg_bench.datasets import volumetric
+    from medimg_bench.datasets.volumetric import volume as _volumetric_utils
     from medimg_bench.registry import DATASETS
 
     with_masks = set(DATASETS.list(tag="segmentation")) | set(NO_MASK_GEOMETRY)

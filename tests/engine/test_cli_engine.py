@@ -72,7 +72,7 @@ def test_local_submitit_launcher_runs_two_jobs_and_sweep_gathers_them(tmp_path):
 
 def test_slurm_launcher_config_and_its_checks():
     from medimg_bench.cli import _check_launcher
-    from medimg_bench.engine.pipeline import compose_config
+    from medimg_bench.runs import compose_config
 
     assert _check_launcher(["hydra/launcher=slurm", "device=cuda", "hydra.launcher.partition=gpu"]) is None
     assert _check_launcher(["hydra/launcher=slurm", "device=cpu", "hydra.launcher.gpus_per_task=0"]) is None
@@ -83,7 +83,7 @@ def test_slurm_launcher_config_and_its_checks():
     assert _check_launcher(["seed=1,2"]) is None  # the basic launcher: nothing to check
     from hydra import compose, initialize_config_dir
 
-    from medimg_bench.engine.pipeline import config_dir
+    from medimg_bench.resources import config_dir
 
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         lc = compose(config_name="config", overrides=["hydra/launcher=slurm"], return_hydra_config=True).hydra.launcher
@@ -93,7 +93,7 @@ def test_slurm_launcher_config_and_its_checks():
 
 
 def test_sweep_table_of_protocol_runs_adds_the_seed_table(tmp_path):
-    from medimg_bench.engine.sweep import write_sweep
+    from medimg_bench.runs.sweep import write_sweep
 
     for job, (seed, value) in enumerate([(0, 0.8), (1, 0.9)]):
         d = tmp_path / str(job)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from medimg_bench.datasets import create
-from medimg_bench.engine.pipeline import run
 from medimg_bench.engine.results import is_secret_key, redact_secrets
 from medimg_bench.engine.runner import evaluate
+from medimg_bench.runs import run
 
 TINY = ["dataset.options.n=12", "dataset.options.size=16", "progress=false", "bootstrap.n_resamples=20",
         "model.options.model_name=resnet10t", "batch_size=4"]

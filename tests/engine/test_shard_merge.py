@@ -8,8 +8,8 @@ import pytest
 
 from medimg_bench.datasets import create
 from medimg_bench.engine.merge import cli_main, merge_runs
-from medimg_bench.engine.pipeline import run
 from medimg_bench.engine.runner import parse_shard, shard_of
+from medimg_bench.runs import run
 
 CLS = ["dataset.options.n=40", "dataset.options.size=16", "model.options.model_name=resnet10t",
        "bootstrap.n_resamples=40", "progress=false", "batch_size=3", "metrics.ece={}",

@@ -98,7 +98,7 @@ def test_extra_predictions_one_warning_with_the_count(tmp_path, caplog):
 def test_pipeline_warns_about_unknown_ids(tmp_path, caplog):
     import logging
 
-    from medimg_bench.engine.pipeline import _build_model
+    from medimg_bench.builders import build_model as _build_model
 
     ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=6, size=16)
     table = pd.DataFrame({"id": list(ds.ids) + ["stranger"]})

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from medimg_bench.metrics.classification import macro_rank_auroc
 from medimg_bench.protocols.probes import (
-    _macro_auroc,
     knn_predict,
     select_metric,
     train_linear_probe,
@@ -47,7 +47,7 @@ def test_linear_probe_multilabel_and_model_selection_on_validation():
                                max_steps=300, batch_size=50, lr=0.05, val_every=10)
     assert probe.best_step in [s for s, _ in probe.val_curve]
     assert probe.best_val == max(v for _, v in probe.val_curve)
-    assert _macro_auroc(probe.predict_proba(x[600:]), y[600:]) > 0.97
+    assert macro_rank_auroc(probe.predict_proba(x[600:]), y[600:]) > 0.97
 
 
 def test_early_stopping_stops_after_patience_validations():
@@ -64,7 +64,7 @@ def test_macro_auroc_equals_sklearn():
     s = torch.tensor(rng.integers(0, 5, (200, 3)) / 4.0)  # ties
     y = torch.tensor(rng.integers(0, 2, (200, 3))).float()
     ref = np.mean([sklearn.roc_auc_score(y[:, k], s[:, k]) for k in range(3)])
-    assert math.isclose(_macro_auroc(s, y), ref, rel_tol=1e-12)
+    assert math.isclose(macro_rank_auroc(s, y), ref, rel_tol=1e-12)
 
 
 def test_knn_separable_and_random():

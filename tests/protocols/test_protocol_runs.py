@@ -7,8 +7,8 @@ import sys
 import pandas as pd
 import pytest
 
-from medimg_bench.engine.pipeline import compose_config
 from medimg_bench.protocols import aggregate_seeds, run_protocol, write_seed_table
+from medimg_bench.runs import compose_config
 
 FAST = ["dataset.options.n=48", "dataset.options.size=32", "bootstrap.n_resamples=20", "progress=false"]
 

@@ -135,17 +135,30 @@ def test_cli_contract_on_vqa_rad_with_the_tiny_vlm(tmp_path, monkeypatch):
     assert set(samples["id"]) == {"1", "2", "3", "4"} and "response" in samples
 
 
-def test_llava_med_profile_through_the_task(tmp_path):
+@pytest.mark.parametrize("profile, closed, n_closed", [
+    ("llava_med", 1 / 3, 3),          # v1.0.0 (b9a98a7): q1 "No." vs yes is a miss
+    ("llava_med_initial", 1 / 2, 2),  # ad758b6: q1 is dropped from the closed accuracy
+])
+def test_llava_med_profiles_through_the_task(tmp_path, profile, closed, n_closed):
     ds = mb.create_dataset("vqa_rad", root=_vqa_rad(tmp_path / "rad"))
     answers = {"1": "No.", "2": "The left lung", "3": "There is not a nodule", "4": "1"}
     from medimg_bench.tasks.vqa import VQATask
 
-    res = mb.evaluate(Scripted(answers), ds, task=VQATask(scoring="llava_med"), batch_size=4,
-                      progress=False, n_resamples=20)
+    task = VQATask(scoring={"name": profile, "candidates": ["left lung", "liver", "2"]})
+    res = mb.evaluate(Scripted(answers), ds, task=task, batch_size=4, progress=False, n_resamples=20)
     m = res.summary["metrics"]
-    # q1 "No." vs yes: dropped; q3 "not" → "no" hit; q4 "1" vs "one": no yes/no substring → miss
-    assert m["accuracy_closed"]["mean"]["value"] == pytest.approx(0.5)
+    # q3 "not" → "no" hit; q4 "1" vs "one": no yes/no substring → miss
+    assert m["accuracy_closed"]["mean"]["value"] == pytest.approx(closed)
     assert m["accuracy_open"]["mean"]["value"] == pytest.approx(1.0)  # recall of "left lung"
+    h = res.summary["harness"]
+    assert h["profile"] == profile and ("b9a98a7" if profile == "llava_med" else "ad758b6") in h["implementation"]
+    assert h["figures"]["yes/no accuracy"] == pytest.approx(closed, abs=1e-6) and h["n"]["yes/no accuracy"] == n_closed
+    assert h["figures"]["open accuracy"] == 1.0 and h["figures"]["recall"] == 1.0 and h["n"]["recall"] == 1
+    assert h["figures"]["exact match score"] == 1.0  # "the left lung": the article is dropped
+    # without candidates "open accuracy" is not computed and a note says why
+    res = mb.evaluate(Scripted(answers), ds, task=VQATask(scoring=profile), batch_size=4, progress=False,
+                      n_resamples=0)
+    assert res.summary["harness"]["figures"]["open accuracy"] is None and "candidates" in res.summary["harness"]["note"]
 
 
 def test_scoring_config_prompts_are_used_and_task_prompts_win():
@@ -194,3 +207,40 @@ def test_per_category_breakdown_through_the_cli_on_synthetic_vqa(tmp_path, monke
             assert entry["value"] == pytest.approx(column.astype(float).mean())
             if sel["patient_id"].nunique() >= 2 and column.astype(float).nunique() > 1:
                 assert entry["ci_low"] <= entry["value"] <= entry["ci_high"]  # image-clustered CI
+
+
+def test_each_profile_splits_as_its_harness(tmp_path):
+    """q4 ("one", answer_type CLOSED) is closed for LLaVA-Med and ours (answer_type) but open for
+    MultiMedEval and lmms-eval's VQA-RAD task (the reference is not yes/no); summary.json carries
+    each harness's figures under its own names."""
+    from medimg_bench.tasks.vqa import VQATask
+
+    ds = mb.create_dataset("vqa_rad", root=_vqa_rad(tmp_path / "rad"))
+    answers = {"1": "Yes", "2": "left lung", "3": "No.", "4": "one"}
+    n_closed = {}
+    for profile in ("medimg_bench", "llava_med", "multimedeval", "lmms_eval"):
+        res = mb.evaluate(Scripted(answers), ds, task=VQATask(scoring=profile), batch_size=4, progress=False,
+                          n_resamples=0)
+        n_closed[profile] = next(iter(res.summary["metrics"]["accuracy_closed"]["per_class"].values()))["n"]
+        if profile == "multimedeval":
+            f = res.summary["harness"]["figures"]
+            assert f["closedQuestionsAccuracy"] == 1.0 and res.summary["harness"]["n"]["closedQuestionsAccuracy"] == 2
+            assert f["openQuestionsAccuracy"] == 1.0 and res.summary["harness"]["n"]["openQuestionsRecall"] == 2
+        if profile == "lmms_eval":
+            assert set(res.summary["harness"]["figures"]) >= {"close_accuracy", "open_em", "bleu1", "rougel"}
+            assert res.summary["harness"]["n"]["open_em"] == 2
+    assert n_closed == {"medimg_bench": 3, "llava_med": 3, "multimedeval": 2, "lmms_eval": 2}
+    assert "harness" not in mb.evaluate(Scripted(answers), ds, task=VQATask(), batch_size=4, progress=False,
+                                        n_resamples=0).summary
+
+
+def test_profile_options_are_checked(tmp_path):
+    from medimg_bench.tasks.vqa import VQATask
+
+    (tmp_path / "c.json").write_text(json.dumps({"0": ["left lung", 2]}))
+    assert VQATask(scoring={"name": "llava_med", "candidates": str(tmp_path / "c.json")}).profile_options == {
+        "candidates": ["left lung", 2]}
+    with pytest.raises(ValueError, match="cannot read the candidate answer list"):
+        VQATask(scoring={"name": "llava_med", "candidates": str(tmp_path / "missing.json")})
+    with pytest.raises(ValueError, match="unknown variant"):
+        VQATask(scoring={"name": "lmms_eval", "variant": "mimic"})._scorer()("x", "yes", "closed", None)

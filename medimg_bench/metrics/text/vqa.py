@@ -8,6 +8,8 @@ Extraction cascade for multiple choice (:func:`extract_choice`), first rule that
 
 1. the whole answer is a letter, optionally bracketed or followed by ``.``/``:``/``)``: "B", "(B)", "B.";
 2. an explicit answer phrase: "Answer: B", "answer is (B)", "the correct option is B", "option B";
+   a phrase negated right after it ("option B is incorrect; the answer is C" → C) does not count,
+   "answer …" wins over "option"/"choice", and two different letters decide nothing;
 3. the answer starts with a letter marker: "B. Pleural effusion", "(B) effusion", "B) …";
 4. exactly one bracketed valid letter anywhere: "… I choose (C) because …";
 5. the text of exactly one option appears in the answer (whole words, normalised); when several
@@ -56,6 +58,23 @@ def _letters(options: Sequence[str]) -> list[str]:
     return [chr(ord("A") + i) for i in range(len(options))]
 
 
+_PHRASE = r"(?i:(answer|option|choice))(?:\s+is)?\s*[:：]?\s*\(?([{valid}])\)?(?![A-Za-z])"
+# what after "option B" says it is not the answer: "option B is incorrect", "choice C is wrong"
+_NEGATED = re.compile(r"\s*(?:is|was|seems|would\s+be)?\s*(?:not\b|incorrect|wrong|false|unlikely|ruled\s+out|excluded)",
+                      re.IGNORECASE)
+
+
+def _answer_phrase(text: str, valid: str) -> str | None:
+    """The letter an answer phrase names: phrases negated right after ("option B is incorrect")
+    are dropped; an "answer …" phrase wins over "option"/"choice" ones; two different letters
+    among the phrases of the winning kind decide nothing (None)."""
+    found = [(m.group(1).lower(), m.group(2)) for m in re.finditer(_PHRASE.format(valid=valid), text)
+             if not _NEGATED.match(text, m.end())]
+    answers = {letter for kind, letter in found if kind == "answer"}
+    letters = answers or {letter for _, letter in found}
+    return letters.pop() if len(letters) == 1 else None
+
+
 def extract_choice(response: str, options: Sequence[str]) -> tuple[str | None, str]:
     """(option letter or None, the rule that matched: ``letter``, ``answer_phrase``, ``leading``,
     ``bracketed``, ``option_text`` or ``unparsed``)."""
@@ -66,9 +85,9 @@ def extract_choice(response: str, options: Sequence[str]) -> tuple[str | None, s
     m = re.fullmatch(rf"\(?\s*([{valid}])\s*\)?[.:)]?", text, flags=re.IGNORECASE)
     if m and (m.group(1).isupper() or len(text) <= 3):
         return m.group(1).upper(), "letter"
-    m = re.search(rf"(?i:answer|option|choice)(?:\s+is)?\s*[:：]?\s*\(?([{valid}])\)?(?![A-Za-z])", text)
-    if m:
-        return m.group(1), "answer_phrase"
+    phrase = _answer_phrase(text, valid)
+    if phrase:
+        return phrase, "answer_phrase"
     m = re.match(rf"\(?([{valid}])[\).:]\s", text + " ")
     if m:
         return m.group(1), "leading"
@@ -151,11 +170,13 @@ def score_vqa_answer(
 ) -> dict[str, Any]:
     """Score one answer under the strict ``medimg_bench`` rule. Returns ``parsed`` (letter,
     yes/no or normalised text), ``correct`` (1.0 / 0.0; NaN when the answer is withheld),
-    ``unparsed`` (1.0 / 0.0), ``rule`` and, for open questions, ``exact``, ``recall``, ``f1``,
-    ``bleu1``."""
+    ``unparsed`` (1.0 / 0.0), ``rule``, ``split`` (the question's own type: this profile splits
+    closed/open by the dataset's ``answer_type``), ``harness`` (empty: no harness figures) and,
+    for open questions, ``exact``, ``recall``, ``f1``, ``bleu1``."""
     nan = float("nan")
     out: dict[str, Any] = {"parsed": None, "correct": nan, "unparsed": 0.0, "rule": "",
-                           "exact": nan, "recall": nan, "f1": nan, "bleu1": nan}
+                           "exact": nan, "recall": nan, "f1": nan, "bleu1": nan, "split": answer_type,
+                           "harness": {}}
     if answer_type == "mcq":
         letter, rule = extract_choice(response, options or [])
         out.update(parsed=letter, rule=rule, unparsed=float(letter is None))

@@ -2,7 +2,11 @@
 per-question columns whose means (with the patient/image-clustered bootstrap CI of the summary)
 are ``accuracy``, ``accuracy_closed``, ``accuracy_open``, ``accuracy_mcq``, ``unparsed_rate``
 and, for open questions, ``exact_match``, ``token_recall``, ``token_f1``, ``bleu1``; with
-CircularEval also ``accuracy_circular``. A column is NaN for questions it does not cover."""
+CircularEval also ``accuracy_circular``. A column is NaN for questions it does not cover.
+``accuracy_closed`` / ``accuracy_open`` follow the scoring profile's own closed/open partition
+(the scored answer's ``split``). Under a harness profile it also keeps each answer's share of the
+figures that harness prints; ``summary.json["harness"]`` gets their values under the harness's
+names (see :data:`~medimg_bench.metrics.text.vqa_profiles.PROFILES`)."""
 
 from __future__ import annotations
 
@@ -31,9 +35,15 @@ class VQAScores(Metric):
     higher_is_better = True
     input_kind = "text"
 
-    def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
+    def __init__(self, *, class_names: Sequence[str] | None = None, profile: str = "medimg_bench") -> None:
+        from medimg_bench.metrics.text.vqa_profiles import PROFILES
+
         super().__init__(class_names=None)
+        if profile not in PROFILES:
+            raise ValueError(f"{self.name}: unknown scoring profile {profile!r}; available: {list(PROFILES)}")
+        self.profile = PROFILES[profile]
         self.add_state("rows", [], dist_reduce_fx="cat")
+        self.add_state("harness", [], dist_reduce_fx="cat")  # one column per figure of the profile
         self.add_state("withheld", [], dist_reduce_fx="cat")  # 1.0 where the answer is withheld
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
@@ -48,28 +58,57 @@ class VQAScores(Metric):
             if kind not in ("closed", "open", "mcq"):
                 raise ValueError(f"{self.name}: unknown answer type {kind!r}")
             c = float(s["correct"]) if not s.get("withheld") else nan
+            split = s.get("split") or kind  # the profile's own closed/open partition
             rows.append([
                 c,
-                c if kind == "closed" else nan,
-                c if kind == "open" else nan,
-                c if kind == "mcq" else nan,
+                c if split == "closed" else nan,
+                c if split == "open" else nan,
+                c if split == "mcq" else nan,
                 float(s.get("circular_correct", nan)),
                 float(s["unparsed"]),
                 float(s.get("exact", nan)), float(s.get("recall", nan)),
                 float(s.get("f1", nan)), float(s.get("bleu1", nan)),
             ])
+        figures = self.profile.figures
+        harness = [[nan if s.get("withheld") else float(s.get("harness", {}).get(f, nan)) for f in figures]
+                   for s in preds]
         self._add_ids(ids, len(rows))
         self.rows.append(torch.tensor(rows, dtype=torch.float64).reshape(-1, len(VQA_COLUMNS)))
+        self.harness.append(torch.tensor(harness, dtype=torch.float64).reshape(len(preds), len(figures)))
         self.withheld.append(torch.tensor(withheld, dtype=torch.float64))
 
+    def harness_figures(self) -> dict[str, Any]:
+        """The profile's harness figures as that harness prints them (``{}`` for ours): the mean
+        of each figure over the answers it covers (fractions; LLaVA-Med prints them x100), their
+        counts, and the implementation reproduced. A figure no answer covers is ``None``."""
+        figures = self.profile.figures
+        if not figures:
+            return {}
+        table = torch.cat(self.harness) if self.harness else torch.empty(0, len(figures), dtype=torch.float64)
+        values, counts = {}, {}
+        for j, name in enumerate(figures):
+            col = table[:, j]
+            col = col[~col.isnan()]
+            counts[name] = int(col.numel())
+            values[name] = round(float(col.mean()), 6) if col.numel() else None
+        out = {"profile": self.profile.name, "implementation": self.profile.implementation,
+               "figures": values, "n": counts}
+        if "open accuracy" in figures and counts["open accuracy"] == 0 and counts.get("recall"):
+            out["note"] = ("'open accuracy' needs the candidate answer list LLaVA-Med reads "
+                           "(train_open_answers.json): set scoring.candidates")
+        return out
+
     def summary_notes(self) -> dict[str, Any]:
-        """For ``summary.json``: where answers are withheld (GMAI-MMBench TEST), how many and that
-        those questions have no accuracy (their predictions are in ``submission.tsv``)."""
+        """For ``summary.json``: the harness figures of the profile (``harness``, see
+        :meth:`harness_figures`) and, where answers are withheld (GMAI-MMBench TEST), how many
+        and that those questions have no accuracy (their predictions are in ``submission.tsv``)."""
+        harness = self.harness_figures()
+        out = {"harness": harness} if harness else {}
         n = int(torch.cat(self.withheld).sum()) if self.withheld else 0
         if not n:
-            return {}
+            return out
         total = len(self.ids)
-        return {"answers_withheld": {
+        return {**out, "answers_withheld": {
             "n": n, "n_questions": total,
             "note": ("the answers of this split are withheld: no accuracy for these questions "
                      "(unparsed_rate still counts them); every question's parsed answer and raw "

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from medimg_bench.models.vlm.base import (
+from medimg_bench.models.vlm.requests import (
     GenerationRequest,
     GenerationResponse,
     default_cache_path,

@@ -78,3 +78,15 @@ def test_rotation_remaps_the_answer():
     assert opts == ["b", "c", "d", "a"] and gt == "B"
     opts, gt = rotate_options(["a", "b", "c", "d"], "A", 1)
     assert gt == "D"
+
+
+@pytest.mark.parametrize("response, letter", [
+    ("option B is incorrect; the answer is C", "C"),   # issue #19: was read as B
+    ("Option B is not right, option C is", "C"),
+    ("Choice A is wrong. Answer: D", "D"),
+    ("option B", "B"),
+    ("The answer is A. No wait, the answer is B.", None),  # two answers: nothing decided
+])
+def test_negated_option_phrases(response, letter):
+    got, rule = extract_choice(response, OPTS)
+    assert got == letter and (rule == "answer_phrase" if letter else rule == "unparsed")

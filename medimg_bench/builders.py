@@ -1,0 +1,63 @@
+"""Build registered components from config nodes (the ``dataset`` and ``model`` nodes of a
+composed config, as plain dicts).
+
+A core module like the registry it calls: the configuration layer (``runs``) and the protocols
+both build through it, so neither imports the other. Model shape comes from the data:
+``num_classes`` / ``in_channels`` left ``null`` are taken from the dataset's class list and its
+first readable sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["build_dataset", "build_model", "infer_channels"]
+
+
+def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
+    """Create the dataset described by a ``dataset`` config node for ``split``."""
+    from medimg_bench.registry import create_dataset
+
+    kwargs = dict(dcfg.get("options") or {})
+    if dcfg.get("root") is not None:
+        kwargs["root"] = dcfg["root"]
+    return create_dataset(dcfg["name"], split=split, **kwargs)
+
+
+def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
+    """Create the model of a ``model`` config node, its head and input shaped by ``dataset``."""
+    from medimg_bench.registry import MODELS, create_model
+
+    options = dict(mcfg.get("options") or {})
+    if "generative" not in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels
+        if options.get("num_classes") is None and getattr(dataset, "classes", None):
+            options["num_classes"] = len(dataset.classes)
+        stored = "predictions" in MODELS.entry(mcfg["name"]).tags  # stored predictions read no pixels
+        if options.get("in_channels") is None and len(dataset) and not stored:
+            options["in_channels"] = infer_channels(dataset)
+    model = create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
+    return _checked_ids(model, dataset)
+
+
+def _checked_ids(model: Any, dataset: Any) -> Any:
+    """Let a model that looks predictions up by id (model=predictions) warn about unknown ids."""
+    manifest = getattr(dataset, "manifest", None)
+    if hasattr(model, "bind_dataset"):  # stored answers: the dataset may skip its images
+        model.bind_dataset(dataset)
+    if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
+        model.check_ids(list(manifest["id"]))
+    return model
+
+
+def infer_channels(dataset: Any, tries: int = 20) -> int:
+    """Channels of the first readable sample (a bad first file must not stop the run)."""
+    errors = []
+    for i in range(min(tries, len(dataset))):
+        try:
+            image = dataset[i]["image"]
+        except Exception as exc:  # recorded as a failed sample later by the engine
+            errors.append(str(exc))
+            continue
+        return int((image[0] if isinstance(image, list) else image).shape[0])
+    raise ValueError(f"cannot infer in_channels: the first {len(errors)} samples failed to load: {errors[:3]}")

@@ -1,0 +1,155 @@
+"""The ``csv`` dataset. Any image folder + CSV (``csv`` is relative to ``root``; image paths relative to ``root``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from medimg_bench.datasets.base import dataset_root
+from medimg_bench.datasets.cxr.base import CXRDataset, _lines, _need_columns, _options, _read_csv
+from medimg_bench.datasets.cxr.labels import apply_uncertainty
+from medimg_bench.registry import register_dataset
+
+__all__ = ["csv_dataset"]
+
+log = logging.getLogger(__name__)
+
+
+@register_dataset("csv", tags=("cxr", "classification", "generic"))
+def csv_dataset(
+    root: str | Path,
+    split: str = "test",
+    *,
+    csv: str = "labels.csv",
+    image_column: str = "path",
+    label_columns: str | Sequence[str] = "label",
+    classes: Sequence[str] | None = None,
+    id_column: str | None = None,
+    patient_column: str | None = None,
+    view_column: str | None = None,
+    split_column: str | None = None,
+    meta_columns: Sequence[str] = (),
+    uncertainty: str = "ignore",
+    blank: str = "nan",
+    normalize: str = "auto",
+    channels: int = 1,
+    views: Sequence[str] | None = None,
+    on_missing: str = "error",
+    on_missing_label: str = "error",
+    transform: Callable[[dict], dict] | None = None,
+    **options: Any,
+) -> CXRDataset:
+    """Any image folder + CSV (``csv`` is relative to ``root``; image paths relative to ``root``).
+
+    One label column → multi-class: values are class names (``classes`` given, else the sorted
+    distinct values as strings); a value outside ``classes`` or blank raises, naming the row and
+    file. Several label columns → multi-label, values 1/0/-1/blank mapped by ``uncertainty``
+    and ``blank`` as for CheXpert. ``split_column`` keeps rows equal to ``split`` (otherwise all
+    rows are used). ``id_column`` defaults to the image path without suffix.
+
+    ``on_missing_label`` (one label column): a blank label is an ``error`` (the message gives the
+    count and the first three CSV lines), ``skip`` drops those rows (``dataset.dropped`` and the
+    run summary say how many) or ``unlabelled`` keeps them with label NaN for prediction-only use
+    (metrics ignore them; per-sample rows keep them). Multi-label blanks follow ``blank``."""
+    name = "csv"
+    if on_missing_label not in ("error", "skip", "unlabelled"):
+        raise ValueError(
+            f"{name}: on_missing_label must be 'error', 'skip' or 'unlabelled', got {on_missing_label!r}"
+        )
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    r = dataset_root(root, name)
+    path = Path(csv) if Path(csv).is_absolute() else r / csv
+    if not path.exists():
+        raise FileNotFoundError(f"{name}: label CSV {str(path)!r} does not exist")
+    labels = [label_columns] if isinstance(label_columns, str) else list(label_columns)
+    if not labels:
+        raise ValueError(f"{name}: label_columns is empty")
+    extra = [c for c in (id_column, patient_column, view_column, split_column) if c]
+    df = _lines(_read_csv(path, name, dtype={c: str for c in [image_column, *extra]}))
+    _need_columns(df, [image_column, *labels, *extra, *meta_columns], path, name)
+    if split_column:
+        df = df[df[split_column].astype(str) == str(split)]
+    man = pd.DataFrame({"path": df[image_column].astype(str)}, index=df.index)
+    man["id"] = (
+        df[id_column].astype(str)
+        if id_column
+        else [str(Path(p).with_suffix("")) for p in man["path"]]
+    )
+    if patient_column:
+        man["patient_id"] = df[patient_column].where(df[patient_column].notna(), man["id"]).astype(str)
+    man["view"] = df[view_column] if view_column else np.nan
+    for c in meta_columns:
+        man[c] = df[c]
+    dropped: dict[str, int] = {}
+    if len(labels) == 1:
+        col = df[labels[0]]
+        blank_rows = col.isna() | (col.astype(str).str.strip() == "")
+        if blank_rows.any() and on_missing_label == "error":
+            idx = np.flatnonzero(blank_rows.to_numpy())
+            first = ", ".join(
+                f"line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r})" for i in idx[:3]
+            )
+            raise ValueError(
+                f"{name}: {str(path)!r}: {len(idx)} row(s) with a blank label in {labels[0]!r}, "
+                f"first: {first}; set on_missing_label=skip to drop them or "
+                "on_missing_label=unlabelled to keep them without a label"
+            )
+        if blank_rows.any() and on_missing_label == "skip":
+            dropped["missing_label"] = int(blank_rows.sum())
+            keep = ~blank_rows.to_numpy()
+            df, man, col = df[keep], man[keep], col[keep]
+            blank_rows = blank_rows[keep]
+            log.warning("%s: %s: dropped %d row(s) with a blank label in %r", name, path,
+                        dropped["missing_label"], labels[0])
+        unlabelled = blank_rows.to_numpy()
+        col = col.where(~blank_rows, "")
+        as_str = col.map(
+            lambda v: str(int(v)) if isinstance(v, float) and float(v).is_integer() else str(v)
+        )
+        cls = [str(c) for c in classes] if classes is not None else sorted(as_str.unique().tolist())
+        index = {c: i for i, c in enumerate(cls)}
+        if classes is None and unlabelled.any():
+            cls = [c for c in cls if c != ""]
+            index = {c: i for i, c in enumerate(cls)}
+        bad = ~as_str.isin(list(index)) & ~unlabelled
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{name}: {str(path)!r} line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r}): label "
+                f"{as_str.iloc[i]!r} is not one of the classes {cls}"
+            )
+        mapped = as_str.map(index)
+        man["label"] = mapped.astype(float) if unlabelled.any() else mapped.astype(int)
+        multilabel = False
+    else:
+        cls = list(labels)
+        man = pd.concat(
+            [
+                man,
+                apply_uncertainty(
+                    df[labels],
+                    uncertainty,
+                    blank=blank,
+                    source=str(path),
+                    lines=df["_line"].tolist(),
+                ),
+            ],
+            axis=1,
+        )
+        multilabel = True
+    man["_line"] = df["_line"]
+    ds = opts.finish(
+        man,
+        r,
+        where=str(path),
+        classes=cls,
+        multilabel=multilabel,
+        meta_columns=tuple(meta_columns),
+    )
+    ds.dropped = dropped
+    return ds

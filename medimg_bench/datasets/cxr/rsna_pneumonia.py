@@ -1,0 +1,129 @@
+"""The ``rsna_pneumonia`` dataset. RSNA Pneumonia Detection Challenge: ``stage_2_train_labels.csv`` (``patientId, x, y,
+width, height, Target``; one row per box), ``stage_2_detailed_class_info.csv`` and images
+``<patientId>.dcm`` (or .png/.jpg) anywhere under ``root``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from medimg_bench.datasets.base import dataset_root
+from medimg_bench.datasets.cxr.base import (
+    CXRDataset,
+    _first_existing,
+    _index_files,
+    _lines,
+    _need_columns,
+    _options,
+    _read_csv,
+)
+from medimg_bench.registry import register_dataset
+
+__all__ = ["RSNA_CLASSES", "rsna_pneumonia"]
+
+#: RSNA ``stage_2_detailed_class_info.csv`` classes, in the order used for ``target="class"``.
+RSNA_CLASSES = ("Normal", "No Lung Opacity / Not Normal", "Lung Opacity")
+
+
+@register_dataset("rsna_pneumonia", tags=("cxr", "classification", "detection"))
+def rsna_pneumonia(
+    root: str | Path,
+    split: str = "train",
+    *,
+    target: str = "binary",
+    normalize: str = "auto",
+    channels: int = 1,
+    views: Sequence[str] | None = None,
+    on_missing: str = "error",
+    transform: Callable[[dict], dict] | None = None,
+    **options: Any,
+) -> CXRDataset:
+    """RSNA Pneumonia Detection Challenge: ``stage_2_train_labels.csv`` (``patientId, x, y,
+    width, height, Target``; one row per box), ``stage_2_detailed_class_info.csv`` and images
+    ``<patientId>.dcm`` (or .png/.jpg) anywhere under ``root``.
+
+    Only the training images are labelled, so ``split`` is ``"train"`` (or ``"all"``, the same).
+    ``target``: ``"binary"`` (classes ``No Pneumonia``/``Pneumonia`` from ``Target``) or
+    ``"class"`` (3 classes of :data:`RSNA_CLASSES`). ``meta['boxes']``: list of
+    ``[x, y, width, height]`` in pixels of the 1024×1024 image (empty when negative)."""
+    name = "rsna_pneumonia"
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    if split not in ("train", "all"):
+        raise ValueError(
+            f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
+        )
+    if target not in ("binary", "class"):
+        raise ValueError(f"{name}: target must be 'binary' or 'class', got {target!r}")
+    r = dataset_root(root, name)
+    csv = _first_existing(
+        r, ("stage_2_train_labels.csv", "stage_1_train_labels.csv"), name, "train labels CSV"
+    )
+    df = _lines(_read_csv(csv, name, dtype={"patientId": str}))
+    _need_columns(df, ["patientId", "x", "y", "width", "height", "Target"], csv, name)
+    bad = ~df["Target"].isin([0, 1])
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(
+            f"{name}: {str(csv)!r} line {df['_line'].iloc[i]}: Target {df['Target'].iloc[i]!r} is not 0 or 1"
+        )
+    rows = []
+    for pid, g in df.groupby("patientId", sort=False):
+        boxes = [
+            [float(v) for v in b]
+            for b in g[["x", "y", "width", "height"]].to_numpy()
+            if not np.isnan(b).any()
+        ]
+        rows.append(
+            {
+                "id": pid,
+                "patient_id": pid,
+                "Target": int(g["Target"].max()),
+                "boxes": boxes,
+                "_line": int(g["_line"].iloc[0]),
+            }
+        )
+    man = pd.DataFrame(rows, columns=["id", "patient_id", "Target", "boxes", "_line"])
+    if target == "binary":
+        classes: Sequence[str] = ("No Pneumonia", "Pneumonia")
+        man["label"] = man["Target"].astype(int)
+    else:
+        classes = RSNA_CLASSES
+        info_csv = _first_existing(
+            r,
+            ("stage_2_detailed_class_info.csv", "stage_1_detailed_class_info.csv"),
+            name,
+            "class info CSV",
+        )
+        info = _lines(_read_csv(info_csv, name, dtype={"patientId": str}))
+        _need_columns(info, ["patientId", "class"], info_csv, name)
+        bad = ~info["class"].isin(RSNA_CLASSES)
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{name}: {str(info_csv)!r} line {info['_line'].iloc[i]}: class {info['class'].iloc[i]!r} "
+                f"is not one of {list(RSNA_CLASSES)}"
+            )
+        cls = info.drop_duplicates("patientId").set_index("patientId")["class"]
+        man["label"] = man["id"].map(cls).map({c: i for i, c in enumerate(RSNA_CLASSES)})
+        if man["label"].isna().any():
+            i = int(np.flatnonzero(man["label"].isna().to_numpy())[0])
+            raise ValueError(
+                f"{name}: patient {man['id'].iloc[i]!r} ({str(csv)!r} line {man['_line'].iloc[i]}) has no row in {str(info_csv)!r}"
+            )
+        man["label"] = man["label"].astype(int)
+    files = _index_files(r)
+    man = opts.attach_paths(man, files, "id", str(csv), expected="stage_2_train_images/{}.dcm")
+    man["view"] = np.nan  # ViewPosition is read from the DICOM header at load time
+    return opts.finish(
+        man.drop(columns=["Target"]),
+        r,
+        where=str(csv),
+        paths_checked=True,
+        classes=classes,
+        multilabel=False,
+        meta_columns=("boxes",),
+    )

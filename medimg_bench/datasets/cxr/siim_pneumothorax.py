@@ -1,0 +1,91 @@
+"""The ``siim_pneumothorax`` dataset. SIIM-ACR Pneumothorax Segmentation: ``train-rle.csv`` (``ImageId``, `` EncodedPixels`` —
+the Kaggle header has a leading space) or ``stage_2_train.csv``; images ``<ImageId>.dcm``
+(or .png) anywhere under ``root`` (e.g. ``dicom-images-train/<study>/<series>/``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from medimg_bench.datasets.base import dataset_root
+from medimg_bench.datasets.cxr.base import (
+    CXRDataset,
+    _first_existing,
+    _index_files,
+    _lines,
+    _need_columns,
+    _options,
+    _read_csv,
+)
+from medimg_bench.registry import register_dataset
+
+__all__ = ["siim_pneumothorax"]
+
+
+@register_dataset("siim_pneumothorax", tags=("cxr", "classification", "segmentation"))
+def siim_pneumothorax(
+    root: str | Path,
+    split: str = "train",
+    *,
+    rle_format: str | None = None,
+    masks: bool = True,
+    normalize: str = "auto",
+    channels: int = 1,
+    views: Sequence[str] | None = None,
+    on_missing: str = "error",
+    transform: Callable[[dict], dict] | None = None,
+    **options: Any,
+) -> CXRDataset:
+    """SIIM-ACR Pneumothorax Segmentation: ``train-rle.csv`` (``ImageId``, `` EncodedPixels`` —
+    the Kaggle header has a leading space) or ``stage_2_train.csv``; images ``<ImageId>.dcm``
+    (or .png) anywhere under ``root`` (e.g. ``dicom-images-train/<study>/<series>/``).
+
+    ``-1`` = no pneumothorax; several rows of one image are united into one mask. ``label``: 1 if
+    any mask pixel (classes ``No Pneumothorax``/``Pneumothorax``); ``mask`` (``masks=True``): H×W
+    int64 0/1. ``rle_format``: ``"relative"`` (``train-rle.csv``, the default when that file is
+    used) or ``"absolute"`` (standard 1-based RLE, the default for ``stage_2_train.csv``); see
+    :func:`medimg_bench.datasets.cxr.pixels.decode_siim_rle`. Only train is labelled."""
+    name = "siim_pneumothorax"
+    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    if split not in ("train", "all"):
+        raise ValueError(
+            f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
+        )
+    r = dataset_root(root, name)
+    csv = _first_existing(
+        r, ("train-rle.csv", "stage_2_train.csv", "*/train-rle.csv"), name, "RLE CSV"
+    )
+    if rle_format is None:
+        rle_format = "relative" if csv.name == "train-rle.csv" else "absolute"
+    if rle_format not in ("relative", "absolute"):
+        raise ValueError(f"{name}: rle_format must be 'relative' or 'absolute', got {rle_format!r}")
+    df = _lines(_read_csv(csv, name, dtype=str, keep_default_na=False))
+    _need_columns(df, ["ImageId", "EncodedPixels"], csv, name)
+    rows = []
+    for image_id, g in df.groupby("ImageId", sort=False):
+        rles = [s.strip() for s in g["EncodedPixels"] if s.strip() not in ("", "-1")]
+        rows.append(
+            {
+                "id": image_id,
+                "label": int(bool(rles)),
+                "rle": ";".join(rles) if rles else "-1",
+                "_line": int(g["_line"].iloc[0]),
+            }
+        )
+    man = pd.DataFrame(rows, columns=["id", "label", "rle", "_line"])
+    man = opts.attach_paths(man, _index_files(r), "id", str(csv), expected="{}.dcm")
+    man["view"] = np.nan
+    return opts.finish(
+        man,
+        r,
+        where=str(csv),
+        paths_checked=True,
+        classes=("No Pneumothorax", "Pneumothorax"),
+        multilabel=False,
+        rle_column="rle" if masks else None,
+        rle_format=rle_format,
+    )

@@ -1,0 +1,66 @@
+"""The rules for a run directory before anything runs: resume, overwrite, refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["check_run_dir", "RESULT_FILES"]
+
+RESULT_FILES = ("summary.json", "samples.parquet")
+
+
+def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = False) -> Any:
+    """Apply the ``resume`` / ``overwrite`` rules before anything runs.
+
+    * ``resume=DIR`` with neither a checkpoint, trained weights nor finished results in DIR →
+      ``FileNotFoundError`` naming DIR;
+    * ``resume=DIR`` of a finished run (results, no checkpoint) → nothing is recomputed: the saved
+      :class:`Results` are returned (the caller prints them);
+    * a new run whose directory already holds results or a checkpoint → ``FileExistsError``
+      unless ``overwrite=true`` (then the old checkpoint is removed so nothing is mixed in).
+
+    Returns the finished :class:`Results` or None (go on and run)."""
+    from medimg_bench.engine.checkpoint import has_checkpoint, remove_checkpoint
+
+    run_dir = Path(run_dir)
+    has_results = any((run_dir / f).exists() for f in RESULT_FILES)
+    has_ckpt = has_checkpoint(run_dir / "checkpoint")
+    if resume:
+        return _resume(run_dir, Path(str(resume)), has_results=has_results, has_ckpt=has_ckpt)
+    if has_results or has_ckpt:
+        if not overwrite:
+            what = "results (" + ", ".join(f for f in RESULT_FILES if (run_dir / f).exists()) + ")" \
+                if has_results else "an unfinished run's checkpoint/"
+            raise FileExistsError(
+                f"run directory {run_dir} already holds {what}; pass overwrite=true to replace it, "
+                f"or resume={run_dir} to continue or show it"
+            )
+        remove_checkpoint(run_dir / "checkpoint")
+    return None
+
+
+def _resume(run_dir: Path, rdir: Path, *, has_results: bool, has_ckpt: bool) -> Any:
+    nothing = not has_ckpt and not has_results and not (run_dir / "model.safetensors").exists()
+    if rdir.resolve() != run_dir.resolve():
+        if not rdir.is_dir() or rdir.resolve() not in run_dir.resolve().parents:
+            raise ValueError(f"resume={rdir} but the run directory is {run_dir}; they must be the same")
+        if nothing:  # an entry of a resumed benchmark that had not started: run it
+            return None
+    if nothing:
+        raise FileNotFoundError(
+            f"resume={rdir}: nothing to resume there (no checkpoint/, no model.safetensors and no "
+            f"finished results{'; the directory does not exist' if not rdir.exists() else ''})"
+        )
+    if has_results and not has_ckpt:
+        from medimg_bench.engine.distributed import is_main_process
+        from medimg_bench.engine.report import print_summary
+        from medimg_bench.engine.results import Results
+
+        results = Results.load(rdir)
+        if is_main_process():
+            print(f"resume={rdir}: this run is already finished; nothing was recomputed. "
+                  "Its summary:", flush=True)
+            print_summary(results)
+        return results
+    return None

@@ -1,0 +1,61 @@
+"""The registered ``predictions`` model: picks the reader for what ``root`` holds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
+from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
+from medimg_bench.models.predictions.lookup import _find
+from medimg_bench.models.predictions.scores import ScoresFromFile
+from medimg_bench.registry import register_model
+
+__all__ = ["predictions"]
+
+
+@register_model("predictions", tags=("predictions",))
+def predictions(
+    *,
+    root: str | Path,
+    kind: str = "auto",
+    classes: Sequence[str] | None = None,
+    id_column: str | None = None,
+    text_column: str | None = None,
+    num_classes: int | None = None,
+    in_channels: int | None = None,
+) -> Any:
+    """Predictions already on disk (see the module docstring). ``kind``: ``auto`` (from the
+    files found: a table with an id and a text column is answers, other tables class scores),
+    ``classification``, ``segmentation`` or ``answers`` (alias ``reports``). ``in_channels`` is
+    not used (stored predictions need no pixels)."""
+    root = Path(root)
+    if not root.exists():
+        raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
+    kind = "answers" if kind == "reports" else kind
+    tables = ["predictions.csv", "predictions.parquet", "predictions.jsonl"]
+    if kind == "auto":
+        path = _find(root, tables)
+        if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
+            raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
+        if path is not None:
+            kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
+        elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
+            kind = "segmentation"
+        else:
+            raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
+                             "scores, a CSV/Parquet/JSONL of answers or a folder of <id>.nii.gz label maps")
+    if kind == "classification":
+        path = _find(root, tables[:2])
+        if path is None:
+            raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
+        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
+    if kind == "answers":
+        path = _find(root, tables[::-1])
+        if path is None:
+            raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+    if kind == "segmentation":
+        return LabelMapsFromFolder(root)
+    raise ValueError(f"predictions: kind must be auto, classification, segmentation, answers or reports, got {kind!r}")

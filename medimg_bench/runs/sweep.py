@@ -1,0 +1,144 @@
+"""One table for a Hydra multirun: every job's run directory, its overrides and config, and the
+macro mean (with CI) of every metric.
+
+    medimg-bench sweep runs/multirun/2026-11-22/23-10-00-000000
+
+writes ``sweep.parquet`` and ``sweep.md`` in that folder (or ``--out``). Columns: ``job`` (the
+job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
+metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
+``n_failed``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
+secrets redacted), then ``run_dir``. For foundation-model protocol runs the seed table of
+:func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
+(``seeds.parquet`` / ``seeds.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["sweep_table", "write_sweep", "cli_main"]
+
+
+def _overrides(run_dir: Path) -> list[str]:
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.exists():
+        return []
+    import yaml
+
+    return [str(o) for o in (yaml.safe_load(path.read_text()) or [])]
+
+
+def _value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _run_dirs(multirun_dir: Path) -> list[Path]:
+    found = sorted({p.parent for p in multirun_dir.rglob("summary.json")})
+    # a benchmark run holds entries in sub-directories: keep the entries, each a row
+    return [d for d in found if (d / "manifest.json").exists()]
+
+
+def sweep_table(multirun_dir: str | Path) -> Any:
+    """A DataFrame with one row per run directory under ``multirun_dir`` (see module docstring)."""
+    import pandas as pd
+
+    from medimg_bench.engine.results import redact_secrets
+
+    root = Path(multirun_dir)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a directory")
+    dirs = _run_dirs(root)
+    if not dirs:
+        raise ValueError(f"{root}: no run directory (summary.json + manifest.json) below it")
+    rows = []
+    for d in dirs:
+        manifest = json.loads((d / "manifest.json").read_text())
+        summary = json.loads((d / "summary.json").read_text())
+        overrides = [str(o) for o in redact_secrets(_overrides(d) or _overrides(d.parent))]
+        row: dict[str, Any] = {"job": str(d.relative_to(root))}
+        for o in overrides:
+            if "=" in o and not o.split("=", 1)[0].startswith(("hydra", "~")):
+                key, val = o.split("=", 1)
+                if key.lstrip("+").split(".")[0] in ("output_dir",):
+                    continue
+                row[key.lstrip("+")] = _value(val)
+        for name, m in summary.get("metrics", {}).items():
+            mean = m.get("mean") or {}
+            row[name] = mean.get("value")
+            row[f"{name}_ci_low"] = mean.get("ci_low")
+            row[f"{name}_ci_high"] = mean.get("ci_high")
+        row["n_samples"] = summary.get("n_samples")
+        row["n_failed"] = summary.get("n_failed")
+        row["wall_time_s"] = manifest.get("wall_time_s")
+        row["overrides"] = " ".join(overrides)
+        row["config"] = json.dumps(redact_secrets(manifest.get("config") or {}), sort_keys=True, default=str)
+        row["run_dir"] = str(d)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for col in table.columns:  # one type per column for Parquet
+        if table[col].dtype == object and col not in ("job", "overrides", "config", "run_dir"):
+            kinds = {type(v) for v in table[col] if v is not None}
+            if len(kinds) > 1 or kinds - {str, int, float, bool}:
+                table[col] = table[col].map(lambda v: None if v is None else str(v))
+    return table
+
+
+def _markdown(table: Any) -> str:
+    shown = [c for c in table.columns if c not in ("config", "run_dir", "overrides")]
+    lines = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
+    for _, r in table.iterrows():
+        cells = []
+        for c in shown:
+            v = r[c]
+            cells.append(f"{v:.4f}" if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_sweep(multirun_dir: str | Path, *, out: str | Path | None = None) -> tuple[Path, Path]:
+    """Write ``sweep.parquet`` and ``sweep.md``; returns their paths."""
+    table = sweep_table(multirun_dir)
+    out_dir = Path(out) if out else Path(multirun_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pq, md = out_dir / "sweep.parquet", out_dir / "sweep.md"
+    table.to_parquet(pq, index=False)
+    text = f"# Sweep {Path(multirun_dir)}\n\n{len(table)} runs.\n\n" + _markdown(table)
+    if any(json.loads(c).get("protocol") for c in table["config"]):
+        # protocol runs: also the mean/std/CI over seeds (medimg_bench.protocols.aggregate_seeds)
+        try:
+            from medimg_bench.protocols import write_seed_table
+        except ImportError:  # pragma: no cover - protocols not installed
+            write_seed_table = None
+        if write_seed_table is not None:
+            seeds_md = write_seed_table(multirun_dir)
+            text += f"\nOver seeds (protocol runs): see `{Path(seeds_md).name}` and `seeds.parquet`.\n"
+    md.write_text(text)
+    return pq, md
+
+
+def cli_main(argv: Sequence[str]) -> int:
+    """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="medimg-bench sweep",
+                                     description="One table (Parquet + Markdown) of a multirun's run directories.")
+    parser.add_argument("multirun_dir")
+    parser.add_argument("--out", default=None, help="folder for sweep.parquet / sweep.md (default: MULTIRUN_DIR)")
+    args = parser.parse_args(list(argv))
+    try:
+        pq, md = write_sweep(args.multirun_dir, out=args.out)
+    except ValueError as exc:
+        print(f"medimg-bench sweep: {exc}", file=sys.stderr)
+        return 1
+    print(md.read_text())
+    print(f"wrote {pq} and {md}")
+    return 0
