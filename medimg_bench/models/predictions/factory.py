@@ -25,9 +25,17 @@ def predictions(
     text_column: str = "text",
     num_classes: int | None = None,
     in_channels: int | None = None,
+    scores: str = "probabilities",
+    multilabel: bool | None = None,
+    circular: bool = False,
+    on_blank: str = "error",
 ) -> Any:
     """Predictions already on disk (see the module docstring). ``kind``: ``auto`` (from the
-    files found), ``classification``, ``segmentation`` or ``answers``."""
+    files found), ``classification``, ``segmentation`` or ``answers``. Score tables: ``scores``
+    (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax of
+    logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
+    CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
+    (``error`` or ``keep`` null / empty / "None" answers)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -49,12 +57,14 @@ def predictions(
         path = _find(root, ["predictions.csv", "predictions.parquet"])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column, num_classes=num_classes)
+        return ScoresFromFile(path, classes=classes, id_column=id_column, num_classes=num_classes,
+                              scores=scores, multilabel=multilabel)
     if kind == "answers":
         path = _find(root, ["predictions.jsonl"])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.jsonl in {str(root)!r}")
-        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
+                               on_blank=on_blank)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
     raise ValueError(f"predictions: kind must be auto, classification, segmentation or answers, got {kind!r}")
