@@ -38,7 +38,7 @@ class AnswersFromFile(GenerativeAdapter):
         self.source = path
         rows = read_answer_lines(path, id_column=id_column, text_column=text_column)
         self.answers: dict[str, str] = checked_answers(rows, path, on_blank=on_blank)
-        self.rotated = {sid for sid in self.answers if ROTATION_ID.match(sid)}
+        self.rotated = {sid for sid in self.answers if "#rot" in sid and ROTATION_ID.match(sid)}
         if circular and not self.rotated:
             raise ValueError(f"predictions {str(path)!r}: {CIRCULAR_REFUSAL}")
         if self.rotated and not circular:
@@ -47,7 +47,7 @@ class AnswersFromFile(GenerativeAdapter):
 
     def check_ids(self, ids: Sequence[Any]) -> int:
         """Warn once about answers whose id the dataset does not have; returns their count."""
-        known = {(m["id"] if (m := ROTATION_ID.match(sid)) else sid) for sid in self.answers}
+        known = set(self.answers) - self.rotated | {ROTATION_ID.match(sid)["id"] for sid in self.rotated}
         return _warn_unknown(known, ids, self.source)
 
     def identity(self) -> dict[str, Any]:

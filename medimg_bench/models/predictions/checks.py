@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ __all__ = [
 
 #: answers that are a missing value written as text (``str(None)``, pandas' NaN, JSON null)
 BLANK_TEXTS = frozenset({"", "none", "null", "nan", "na", "n/a", "undefined"})
+_LONGEST_BLANK = max(map(len, BLANK_TEXTS))
 #: ``<sample id>#rot<k>``: the stored answer for rotation ``k`` of a multiple-choice question
 ROTATION_ID = re.compile(r"^(?P<id>.+)#rot(?P<k>\d+)$")
 #: multi-class probabilities must sum to 1 within this (as the calibration metrics require)
@@ -32,11 +33,14 @@ def _where(path: Path) -> str:
 
 # -- answers ----------------------------------------------------------------------------------------
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    dup = sorted({k for k in keys if keys.count(k) > 1})
-    if dup:
-        raise ValueError(f"key(s) {dup} given twice in one object")
-    return dict(pairs)
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise ValueError(f"key(s) {sorted({k for k in keys if keys.count(k) > 1})} given twice in one object")
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object_pairs)  # one decoder: json.loads makes one per call
 
 
 def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "text"
@@ -54,7 +58,7 @@ def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "
         if not line.strip():
             continue
         try:
-            rec = json.loads(line, object_pairs_hook=_object_pairs)
+            rec = _DECODER.decode(line)
         except ValueError as exc:  # JSONDecodeError is a ValueError, and so is a repeated key
             raise ValueError(f"{_where(path)} line {n}: not a JSON object ({exc})") from exc
         if not isinstance(rec, dict):
@@ -67,25 +71,29 @@ def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "
     return rows
 
 
-def _checked_id(value: Any, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
-        raise ValueError(f"{where}: the id must be a string or an integer, got {type(value).__name__} {value!r}")
-    sid = str(value)
+def _checked_id(value: Any, where: Callable[[], str]) -> str:
+    if type(value) is str:  # the common case first
+        sid = value
+    elif isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
+        raise ValueError(f"{where()}: the id must be a string or an integer, got {type(value).__name__} {value!r}")
+    else:
+        sid = str(value)
     if not sid.strip():
-        raise ValueError(f"{where}: the id is empty")
+        raise ValueError(f"{where()}: the id is empty")
     return sid
 
 
-def _checked_text(value: Any, where: str, on_blank: str) -> str:
+def _checked_text(value: Any, where: Callable[[], str], on_blank: str) -> str:
     if value is None:
         if on_blank == "keep":
             return ""
-        raise ValueError(f"{where}: the answer is null (no answer); write the model's text, or set "
+        raise ValueError(f"{where()}: the answer is null (no answer); write the model's text, or set "
                          "model.options.on_blank=keep to score it as an empty answer")
     if not isinstance(value, str):
-        raise ValueError(f"{where}: the answer must be a string, got {type(value).__name__} {value!r}")
-    if value.strip().lower() in BLANK_TEXTS and on_blank != "keep":
-        raise ValueError(f"{where}: the answer {value!r} is blank or a missing value written as text; "
+        raise ValueError(f"{where()}: the answer must be a string, got {type(value).__name__} {value!r}")
+    stripped = value.strip()
+    if len(stripped) <= _LONGEST_BLANK and stripped.lower() in BLANK_TEXTS and on_blank != "keep":
+        raise ValueError(f"{where()}: the answer {value!r} is blank or a missing value written as text; "
                          "set model.options.on_blank=keep if the model really answered this")
     return value
 
@@ -100,14 +108,15 @@ def checked_answers(rows: Iterable[tuple[int, Any, Any]], path: Path, *, on_blan
     answers: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for n, raw_id, raw_text in rows:
-        where = f"{_where(path)} {line_word} {n}"
+        def where(n: int = n) -> str:
+            return f"{_where(path)} {line_word} {n}"
+
         sid = _checked_id(raw_id, where)
-        m = ROTATION_ID.match(sid)
-        if m and int(m["k"]) == 0:
+        if "#rot" in sid and (m := ROTATION_ID.match(sid)) and int(m["k"]) == 0:
             sid = m["id"]
         text = _checked_text(raw_text, where, on_blank)
         if sid in answers:
-            raise ValueError(f"{where}: id {sid!r} again (first on {line_word} {first_line[sid]}); "
+            raise ValueError(f"{where()}: id {sid!r} again (first on {line_word} {first_line[sid]}); "
                              "one answer per id")
         answers[sid], first_line[sid] = text, n
     if not answers:

@@ -47,13 +47,14 @@ def _read_scores_table(path: Path, id_column: str) -> tuple[Any, list[str], list
         i = int(np.flatnonzero(blank.to_numpy())[0])
         row = f"line {lines[i]}" if lines else f"row {i}"
         raise ValueError(f"{where} {row}: blank id ({int(blank.sum())} row(s) without an id)")
-    ids = raw.astype(str).tolist()
-    seen: dict[str, int] = {}
-    for i, sid in enumerate(ids):
-        if sid in seen:
-            here, first = (f"line {lines[i]}", f"line {lines[seen[sid]]}") if lines else (f"row {i}", f"row {seen[sid]}")
-            raise ValueError(f"{where} {here}: duplicate id {sid!r} (first on {first}); one row per id")
-        seen[sid] = i
+    as_str = raw.astype(str)
+    ids = as_str.tolist()
+    dup = as_str.duplicated().to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        j = ids.index(ids[i])
+        here, first = (f"line {lines[i]}", f"line {lines[j]}") if lines else (f"row {i}", f"row {j}")
+        raise ValueError(f"{where} {here}: duplicate id {ids[i]!r} (first on {first}); one row per id")
     if not ids:
         raise ValueError(f"{where}: no rows")
     return table, ids, lines
