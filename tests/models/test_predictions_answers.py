@@ -50,8 +50,8 @@ def _vqa(model, ds, **task):
 
 
 @pytest.mark.parametrize(("records", "problem"), [
-    ([{"id": "a", "text": "yes"}, {"id": "a", "text": "no"}], r"line 2: id 'a' again \(first on line 1\)"),
-    ([{"id": 7, "text": "yes"}, {"id": "7", "text": "no"}], r"line 2: id '7' again"),
+    ([{"id": "a", "text": "yes"}, {"id": "a", "text": "no"}], r"line 2: duplicate id 'a' \(first on line 1\)"),
+    ([{"id": 7, "text": "yes"}, {"id": "7", "text": "no"}], r"line 2: duplicate id '7'"),
     ([{"id": "a", "text": None}], r"line 1: the answer is null"),
     ([{"id": "a", "text": ["yes"]}], r"line 1: the answer must be a string, got list \['yes'\]"),
     ([{"id": "a", "text": 1}], r"line 1: the answer must be a string, got int 1"),
@@ -63,7 +63,8 @@ def _vqa(model, ds, **task):
     ([{"id": 1.5, "text": "yes"}], r"line 1: the id must be a string or an integer, got float"),
     ([{"id": True, "text": "yes"}], r"line 1: the id must be a string or an integer, got bool"),
     ([{"id": " ", "text": "yes"}], r"line 1: the id is empty"),
-    ([{"id": "a"}], r"line 1: no \['text'\] key"),
+    ([{"id": "b", "text": "no"}, {"id": "a"}], r"line 2: no \['text'\] key"),
+    ([{"id": "a"}], r"no text column found"),
     (['{"id": "a", "text": "yes", "text": "no"}'], r"line 1: not a JSON object .*\['text'\] given twice"),
     (['["a", "yes"]'], r"line 1: expected a JSON object, got list"),
     (['{"id": "a", "text": "yes"'], r"line 1: not a JSON object"),

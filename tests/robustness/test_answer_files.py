@@ -68,7 +68,7 @@ LINE_CORRUPTIONS: dict[str, tuple[Callable[[dict, list[dict]], str], str]] = {
     "id_bool": (_set("id", False), "the id must be"),
     "id_list": (_set("id", ["a"]), "the id must be"),
     "id_empty": (_set("id", ""), "the id is empty"),
-    "id_duplicate": (lambda rec, all_: json.dumps({**rec, "id": all_[1 if rec is all_[0] else 0]["id"]}), "again"),
+    "id_duplicate": (lambda rec, all_: json.dumps({**rec, "id": all_[1 if rec is all_[0] else 0]["id"]}), "duplicate id"),
     "key_twice": (lambda rec, _a: json.dumps(rec)[:-1] + f', "id": {json.dumps(rec["id"])}}}', "given twice"),
     "truncated_json": (lambda rec, _a: json.dumps(rec)[:-3], "not a JSON object"),
     "json_array": (lambda rec, _a: json.dumps([rec["id"], rec["text"]]), "expected a JSON object"),
@@ -125,6 +125,39 @@ def test_harmless_variants_give_the_clean_numbers(vqa, tmp_path, kind):
     res = mb.evaluate(model, vqa, task="vqa", progress=False, n_resamples=10)
     assert res.summary["n_failed"] == 0
     assert res.summary["metrics"]["accuracy"]["mean"]["value"] == pytest.approx(1.0)
+
+
+# -- answer tables (CSV / Parquet, e.g. generated reports): one corrupted row ------------------------
+ANSWER_ROW_CORRUPTIONS: dict[str, tuple[Callable[[list[dict], int], None], str]] = {
+    "text_empty": (lambda rs, k: rs[k].update(text=""), "blank"),
+    "text_None_string": (lambda rs, k: rs[k].update(text="None"), "blank"),
+    "text_null": (lambda rs, k: rs[k].update(text=None), "null"),
+    "id_empty": (lambda rs, k: rs[k].update(id=""), "the id is empty"),
+    "id_duplicate": (lambda rs, k: rs[k].update(id=rs[1 if k == 0 else 0]["id"]), "duplicate id"),
+}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("position", list(POSITIONS))
+@pytest.mark.parametrize("kind", list(ANSWER_ROW_CORRUPTIONS))
+def test_corrupt_answer_table_row_is_refused_naming_the_line(vqa, tmp_path, kind, position, fmt):
+    corrupt, problem = ANSWER_ROW_CORRUPTIONS[kind]
+    records = _records(vqa)
+    k = POSITIONS[position]
+    corrupt(records, k)
+    path = tmp_path / f"predictions.{fmt}"
+    table = pd.DataFrame(records)
+    if fmt == "csv":
+        table.to_csv(path, index=False)  # a null is written as an empty cell
+    else:
+        table.to_parquet(path)
+    where = {"csv": f"line {k + 2}", "parquet": f"row {k}"}[fmt]
+    if kind == "id_duplicate" and k == 0:
+        where = {"csv": "line 3", "parquet": "row 1"}[fmt]  # the second occurrence
+    with pytest.raises(ValueError) as e:
+        mb.create_model("predictions", root=path, kind="answers")
+    msg = str(e.value)
+    assert str(path) in msg and where in msg and (problem in msg or (fmt == "csv" and "blank" in msg)), msg
 
 
 # -- score tables: one corrupted cell or row -----------------------------------------------------------

@@ -8,8 +8,11 @@ tool's outputs are looked up by sample id and go through this package's metrics 
 * segmentation label maps: a folder of NIfTI files named ``<id>.nii.gz`` (or ``.nii``), checked
   against the image grid with the loaders' rule (:mod:`medimg_bench.datasets.grid`: flips and
   axis order re-oriented, anything else a per-sample error naming both files);
-* VQA or report answers: a JSONL file (``root`` itself, or ``predictions.jsonl``) with ``id`` and
-  ``text`` per line, served through the generative protocol (``generate``).
+* VQA answers or generated reports: a CSV, Parquet or JSONL file (``root`` itself, or
+  ``predictions.jsonl`` / ``.csv`` / ``.parquet``) with an id and a text column (found by the names
+  report-generation repositories commit: ``dicom_id,report``, ``study_id,report``, ``id,text``...;
+  or ``id_column`` / ``text_column``), served through the generative protocol (``generate``).
+  Such a run reads no pixels: the dataset is told to skip its images.
 
 Every prediction is checked when loaded (:mod:`.checks`): a refusal names the file and the line.
 A prediction missing for a sample fails that sample with its id (a missed case never vanishes

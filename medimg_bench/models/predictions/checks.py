@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BLANK_TEXTS", "ROTATION_ID", "SUM_TOLERANCE", "check_label_values", "check_probabilities",
-    "checked_answers", "read_answer_lines", "score_matrix", "scores_to_probs",
+    "BLANK_TEXTS", "ROTATION_ID", "SUM_TOLERANCE", "check_csv_header", "check_label_values",
+    "check_probabilities", "checked_answers", "object_rows", "read_answer_lines", "read_jsonl_objects",
+    "score_matrix", "scores_to_probs",
 ]
 
 #: answers that are a missing value written as text (``str(None)``, pandas' NaN, JSON null)
@@ -43,17 +44,15 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_object_pairs)  # one decoder: json.loads makes one per call
 
 
-def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "text"
-                      ) -> list[tuple[int, Any, Any]]:
-    """``(line number, id, text)`` of each non-blank line of a JSONL answers file, as stored (no
-    conversion). Refused, naming the line: invalid UTF-8 or JSON, a line that is not an object,
-    a key given twice, a missing id or text key."""
+def read_jsonl_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of each non-blank line of a JSONL file. Refused, naming the
+    line: invalid UTF-8 or JSON, a line that is not an object, a key given twice in one object."""
     try:
         content = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[:exc.start].count(b"\n") + 1
         raise ValueError(f"{_where(path)} line {line}: not UTF-8 text ({exc.reason})") from exc
-    rows = []
+    out = []
     for n, line in enumerate(content.splitlines(), start=1):
         if not line.strip():
             continue
@@ -63,12 +62,40 @@ def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "
             raise ValueError(f"{_where(path)} line {n}: not a JSON object ({exc})") from exc
         if not isinstance(rec, dict):
             raise ValueError(f"{_where(path)} line {n}: expected a JSON object, got {type(rec).__name__}")
+        out.append((n, rec))
+    return out
+
+
+def object_rows(objects: Sequence[tuple[int, dict[str, Any]]], path: Path, *, id_column: str,
+                text_column: str) -> list[tuple[int, Any, Any]]:
+    """``(line, id, text)`` of each object, as stored; an object without either key is refused
+    naming its line."""
+    rows = []
+    for n, rec in objects:
         absent = [k for k in (id_column, text_column) if k not in rec]
         if absent:
             raise ValueError(f"{_where(path)} line {n}: no {absent} key(s) (keys: {sorted(rec)}); "
                              "set model.options.id_column / text_column")
         rows.append((n, rec[id_column], rec[text_column]))
     return rows
+
+
+def read_answer_lines(path: Path, *, id_column: str = "id", text_column: str = "text"
+                      ) -> list[tuple[int, Any, Any]]:
+    """``(line number, id, text)`` of each non-blank line of a JSONL answers file, as stored (no
+    conversion): :func:`read_jsonl_objects` then :func:`object_rows`."""
+    return object_rows(read_jsonl_objects(path), path, id_column=id_column, text_column=text_column)
+
+
+def check_csv_header(path: Path) -> None:
+    """Refuse a CSV header that names a column twice (pandas would read the second as ``name.1``)."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        header = next(csv.reader(f), [])
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise ValueError(f"{_where(path)} line 1: column(s) {dup} named twice; columns are {header}")
 
 
 def _checked_id(value: Any, where: Callable[[], str]) -> str:
@@ -116,7 +143,7 @@ def checked_answers(rows: Iterable[tuple[int, Any, Any]], path: Path, *, on_blan
             sid = m["id"]
         text = _checked_text(raw_text, where, on_blank)
         if sid in answers:
-            raise ValueError(f"{where()}: id {sid!r} again (first on {line_word} {first_line[sid]}); "
+            raise ValueError(f"{where()}: duplicate id {sid!r} (first on {line_word} {first_line[sid]}); "
                              "one answer per id")
         answers[sid], first_line[sid] = text, n
     if not answers:

@@ -13,6 +13,7 @@ import torch
 
 from medimg_bench.datasets.columns import match_class_columns
 from medimg_bench.models.predictions.checks import (
+    check_csv_header,
     check_probabilities,
     score_matrix,
     scores_to_probs,
@@ -37,7 +38,7 @@ def _read_scores_table(path: Path, id_column: str) -> tuple[Any, list[str], list
         raise ValueError(f"{where}: cannot read the table: {exc}") from exc
     table.columns = [str(c) for c in table.columns]
     if path.suffix != ".parquet":
-        _check_header(path)
+        check_csv_header(path)
     if id_column not in table.columns:
         raise ValueError(f"{where}: no {id_column!r} column; columns are {list(table.columns)}")
     lines = list(range(2, len(table) + 2)) if path.suffix != ".parquet" else None
@@ -58,17 +59,6 @@ def _read_scores_table(path: Path, id_column: str) -> tuple[Any, list[str], list
     if not ids:
         raise ValueError(f"{where}: no rows")
     return table, ids, lines
-
-
-def _check_header(path: Path) -> None:
-    """A CSV header naming a column twice (pandas would read the second as ``name.1``)."""
-    import csv
-
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
-        header = next(csv.reader(f), [])
-    dup = sorted({c for c in header if header.count(c) > 1})
-    if dup:
-        raise ValueError(f"predictions {str(path)!r} line 1: column(s) {dup} named twice; columns are {header}")
 
 
 class ScoresFromFile(_Lookup):
