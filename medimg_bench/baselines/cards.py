@@ -9,7 +9,10 @@ raises :class:`CardError` naming the file and the field.
 actually read from (URL, or repository + path and commit); ``source.note`` says anything the
 reader must know about that text (e.g. "values as quoted by <repo>, paper text not available
 here"). ``published_for`` (optional) maps card ``params`` to the value the published numbers
-belong to (``{flag: breastmnist}``).
+belong to (``{flag: breastmnist}``). ``published_by`` (optional) gives the published values of
+several settings: ``{param: {value: {metric: number, ..., read_from: text}}}`` (e.g. one Table 3
+column per MedMNIST flag); a setting not listed is measured without a verdict, and the metrics'
+own ``published`` may then be left out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "list_cards",
     "load_card",
     "missing_requirements",
+    "published_values",
     "validate_card",
 ]
 
@@ -86,6 +90,9 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
         if not isinstance(pfor, Mapping) or not pfor or not all(k in params for k in pfor):
             raise _err(where, "published_for", "must map card params to the value the published "
                        f"numbers are for (params: {sorted(params)})")
+    by = card.get("published_by")
+    if by is not None:
+        _validate_published_by(by, card, where)
     for key in ("dataset", "model"):
         if not isinstance(card[key], Mapping) or not card[key].get("name"):
             raise _err(where, f"{key}.name", "missing")
@@ -117,7 +124,9 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
             if not isinstance(m.get(key), str) or not m.get(key):
                 raise _err(where, f"{f}.{key}", "missing")
         pub = m.get("published")
-        if isinstance(pub, Mapping):
+        if by is not None and pub is None:
+            pass  # the values are in published_by
+        elif isinstance(pub, Mapping):
             if not pub or not all(_num_or_null(v) for v in pub.values()):
                 raise _err(where, f"{f}.published", "per-class values must be numbers or null")
             any_null |= any(v is None for v in pub.values())
@@ -146,6 +155,62 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     if not isinstance(exp, Mapping):
         raise _err(where, "dataset.expected", "must be a mapping")
     return card
+
+
+def _validate_published_by(by: Any, card: Mapping[str, Any], where: str) -> None:
+    params = card.get("params") or {}
+    metric_names = {m.get("metric") for m in card.get("metrics") or [] if isinstance(m, Mapping)}
+    if not isinstance(by, Mapping) or not by or not all(k in params for k in by):
+        raise _err(where, "published_by", f"must map card params ({sorted(params)}) to their values")
+    for param, table in by.items():
+        if not isinstance(table, Mapping) or not table:
+            raise _err(where, f"published_by.{param}", "must map each value of the param to its metrics")
+        for value, cells in table.items():
+            f = f"published_by.{param}.{value}"
+            if not isinstance(cells, Mapping) or not cells:
+                raise _err(where, f, "must map metric names to numbers")
+            nums = {k: v for k, v in cells.items() if k != "read_from"}
+            unknown = sorted(set(nums) - metric_names)
+            if unknown:
+                raise _err(where, f, f"metrics {unknown} are not in the card's metrics")
+            if not nums or not all(_num_or_null(v) and v is not None for v in nums.values()):
+                raise _err(where, f, "published values must be numbers (leave a value out when not read)")
+            if "read_from" in cells and (not isinstance(cells["read_from"], str) or not cells["read_from"]):
+                raise _err(where, f"{f}.read_from", "must be a non-empty string when present")
+
+
+def published_values(card: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The card with each metric's ``published`` set for ``params`` (from ``published_by`` or,
+    for ``published_for``, kept or emptied) and a note when these params have no published
+    values (measured, never judged against another setting's numbers); ``(card, None)``
+    otherwise."""
+    by = card.get("published_by")
+    if by is not None:
+        picked = {m["metric"]: None for m in card["metrics"]}
+        missing = []
+        for param, table in by.items():
+            cells = table.get(str(params.get(param)))
+            if cells is None:
+                missing.append(f"{param}={params.get(param)}")
+                continue
+            picked.update({k: v for k, v in cells.items() if k != "read_from"})
+        if missing:
+            picked = dict.fromkeys(picked)
+        mets = [{**m, "published": {"mean": picked.get(m["metric"])}} for m in card["metrics"]]
+        note = None
+        if missing or all(v is None for v in picked.values()):
+            have = "; ".join(f"{p}: {', '.join(map(str, t))}" for p, t in by.items())
+            note = (f"note: {card['name']}: published values exist for {have} only; "
+                    f"{', '.join(missing)} is measured without a verdict")
+        return {**card, "metrics": mets}, note
+    other = {k: params.get(k) for k, v in (card.get("published_for") or {}).items()
+             if str(params.get(k)) != str(v)}
+    if not other:
+        return dict(card), None
+    want = ", ".join(f"{k}={v}" for k, v in card["published_for"].items())
+    got = ", ".join(f"{k}={v}" for k, v in other.items())
+    note = f"note: {card['name']}: the published values are for {want} only; {got} is measured without a verdict"
+    return {**card, "metrics": [{**m, "published": {"mean": None}} for m in card["metrics"]]}, note
 
 
 def load_card(name_or_path: str | Path) -> dict[str, Any]:
