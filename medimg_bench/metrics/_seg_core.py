@@ -1,16 +1,20 @@
 """Input checking and the one-pass computation behind every segmentation metric.
 
-:func:`compute_scores` validates a batch, counts overlaps per class on the input's device
-(``torch.bincount``) and, when a distance metric is asked for, extracts each class's surfaces
-once and derives every distance metric from the same distances: on the CPU with a KD-tree
-(``backend="kdtree"``) or with torch on the input's device (``backend="torch"``, chunked
-brute force); ``"auto"`` picks torch for non-CPU tensors.
+:func:`compute_scores` validates a batch and its :class:`SegOptions` (an option that none of the
+metrics asked reads is an error naming it: :func:`check_options`), counts overlaps per class on
+the input's device (``torch.bincount``) and, when a distance metric is asked for, extracts each
+class's surfaces once and derives every distance metric from the same distances: on the CPU with
+a KD-tree (``backend="kdtree"``) or with torch on the input's device (``backend="torch"``,
+chunked brute force or distance transforms; all classes of a batch at once on a GPU);
+``"auto"`` picks torch for non-CPU tensors.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,9 +22,12 @@ import torch
 
 from medimg_bench.metrics import _surface_batched
 from medimg_bench.metrics._surface import (
+    DistanceRules,
     SurfaceDistances,
     class_surface_distances,
     distance_metric_value,
+    edt_corner_nsd,
+    minkowski_p,
 )
 from medimg_bench.metrics._surface_batched import Item, distance_metrics
 from medimg_bench.metrics._surface_torch import (
@@ -29,13 +36,17 @@ from medimg_bench.metrics._surface_torch import (
     surface_distance_tensors,
 )
 from medimg_bench.metrics.seg_conventions import (
+    DISTANCE_METRICS,
+    EDT_CORNER,
     EMPTY_DISTANCE,
+    OPTION_USERS,
     SEG_METRIC_NAMES,
     SegConvention,
     get_convention,
 )
 
-__all__ = ["compute_scores", "resolve_backend", "BACKENDS", "STATUS_OK", "STATUS_ABSENT", "STATUS_PRED_EMPTY", "STATUS_TARGET_EMPTY"]
+__all__ = ["SegOptions", "check_options", "compute_scores", "resolve_backend", "BACKENDS", "STATUS_OK",
+           "STATUS_ABSENT", "STATUS_PRED_EMPTY", "STATUS_TARGET_EMPTY"]
 
 STATUS_OK, STATUS_ABSENT, STATUS_PRED_EMPTY, STATUS_TARGET_EMPTY = 0, 1, 2, 3
 _OVERLAP = ("dice", "iou", "precision", "recall", "volume_difference")
@@ -205,45 +216,86 @@ def _overlap_value(metric: str, tp: int, n_p: int, n_t: int, voxel_mm3: float, r
     return (n_p - n_t) * voxel_mm3
 
 
-def compute_scores(
-    pred: Any,
-    target: Any,
-    *,
-    metrics: Sequence[str],
-    num_classes: int | None = None,
-    include_background: bool = False,
-    spacing: Any = None,
-    one_hot: bool = False,
-    spatial_dims: int | None = None,
-    convention: str | SegConvention = "default",
-    percentile: float | None = None,
-    tolerance: float = 1.0,
-    directed: bool = False,
-    empty_distance: float | None = None,
-    relative: bool = True,
-    backend: str = "auto",
-    chunk_mb: float | None = None,
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Every metric in ``metrics`` as a ``(B, C)`` float64 tensor on the input's device.
+@dataclass(frozen=True)
+class SegOptions:
+    """What :func:`compute_scores` needs besides the masks; ``None`` means "not given" (the
+    metric's default: percentile max / 95, tolerance 1 mm, relative volume difference,
+    Euclidean distances). See :func:`medimg_bench.metrics.segmentation.segmentation_scores`."""
 
-    ``backend`` computes surfaces and distances with a CPU KD-tree (``"kdtree"``), with torch
-    on the input's device (``"torch"``), or picks torch for CUDA tensors (``"auto"``). Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"),
-    2 prediction empty, 3 target empty (2 and 3 are "missed"). ``chunk_mb`` bounds the torch
-    backend's temporaries (MiB per chunk; default 256 on GPUs, 2 on the CPU); a GPU running out
-    of memory raises a ``RuntimeError`` naming the case, the class and this option.
-    """
+    metrics: tuple[str, ...] = ("dice", "hd95", "assd", "nsd")
+    num_classes: int | None = None
+    include_background: bool = False
+    spacing: Any = None
+    one_hot: bool = False
+    spatial_dims: int | None = None
+    convention: str | SegConvention = "default"
+    percentile: float | None = None
+    tolerance: float | Sequence[float] | None = None
+    directed: bool = False
+    empty_distance: float | None = None
+    relative: bool | None = None
+    distance_metric: str | None = None
+    backend: str = "auto"
+    chunk_mb: float | None = None
+
+
+def check_options(metrics: Sequence[str], convention: str | SegConvention, **options: Any) -> None:
+    """Refuse options that no metric in ``metrics`` reads under ``convention``, naming them.
+
+    ``options``: ``percentile``, ``tolerance``, ``directed``, ``empty_distance``, ``relative``,
+    ``distance_metric`` (``None`` / ``False`` = not given). Also checks each value's range."""
     conv = get_convention(convention)
-    if chunk_mb is not None and not (chunk_mb > 0 and math.isfinite(chunk_mb)):
-        raise ValueError(f"chunk_mb must be a positive number of MiB, got {chunk_mb}")
-    chunk_bytes = int(chunk_mb * 2**20) if chunk_mb is not None else None
-    metrics = list(dict.fromkeys(metrics))
-    unknown = [m for m in metrics if m not in SEG_METRIC_NAMES]
+    unknown = sorted(set(options) - set(OPTION_USERS))
     if unknown:
-        raise ValueError(f"unknown segmentation metric(s) {unknown}; expected {SEG_METRIC_NAMES}")
-    if tolerance < 0 or not math.isfinite(tolerance):
-        raise ValueError(f"tolerance must be a finite distance >= 0 mm, got {tolerance}")
-    if percentile is not None and not 0 <= percentile <= 100:
-        raise ValueError(f"percentile must be in [0, 100], got {percentile}")
+        raise ValueError(f"unknown segmentation option(s) {unknown}; expected {sorted(OPTION_USERS)}")
+    asked = tuple(dict.fromkeys(metrics))
+    for name, value in options.items():
+        given = bool(value) if name == "directed" else value is not None
+        if given and not any(m in OPTION_USERS[name] for m in asked):
+            raise ValueError(
+                f"option {name}={value!r} is not used by metric(s) {list(asked)}: it applies to "
+                f"{list(OPTION_USERS[name])}")
+    pct, dm = options.get("percentile"), options.get("distance_metric")
+    if pct is not None and not (isinstance(pct, int | float) and 0 <= pct <= 100):
+        raise ValueError(f"percentile must be in [0, 100], got {pct!r}")
+    if options.get("directed") not in (None, False, True):
+        raise ValueError(f"directed must be True or False, got {options['directed']!r}")
+    if options.get("relative") not in (None, False, True):
+        raise ValueError(f"relative must be True or False, got {options['relative']!r}")
+    if options.get("empty_distance") is not None and not conv.uses_empty_distance(asked):
+        raise ValueError(
+            f"option empty_distance={options['empty_distance']!r} is not used by convention "
+            f"{conv.name!r}: its one-sided-miss values of {list(asked)} are fixed (inf / NaN as in "
+            f"{conv.reference or conv.name}); conventions 'default' and 'brats' take it")
+    if dm is not None and dm not in DISTANCE_METRICS:
+        raise ValueError(f"unknown distance_metric {dm!r}; expected one of {list(DISTANCE_METRICS)}")
+    if dm is not None and dm not in conv.distance_metrics:
+        raise ValueError(
+            f"distance_metric={dm!r} is not offered by convention {conv.name!r} "
+            f"({conv.reference or conv.name} measures {', '.join(conv.distance_metrics)} distances "
+            f"only); conventions 'default' and 'monai' offer {list(DISTANCE_METRICS)}")
+
+
+def _tolerances(tolerance: Any, n_cols: int) -> np.ndarray:
+    """One NSD tolerance (mm) per scored class: a number for all, or one value per class."""
+    if tolerance is None:
+        return np.ones(n_cols)
+    if isinstance(tolerance, torch.Tensor | np.ndarray):
+        tolerance = np.asarray(tolerance.tolist() if isinstance(tolerance, torch.Tensor) else tolerance)
+        tolerance = tolerance.tolist() if tolerance.ndim else float(tolerance)
+    values = [tolerance] * n_cols if isinstance(tolerance, int | float) else list(tolerance)
+    if len(values) != n_cols:
+        raise ValueError(f"tolerance: {len(values)} values for {n_cols} scored classes "
+                         "(give one number, or one per class)")
+    out = np.asarray([float(v) for v in values], dtype=np.float64)
+    if not np.all(np.isfinite(out) & (out >= 0)):
+        raise ValueError(f"tolerance must be finite distances >= 0 mm, got {values}")
+    return out
+
+
+def _inputs(pred: Any, target: Any, opts: SegOptions) -> tuple[list[torch.Tensor], list[torch.Tensor], int]:
+    """Validated per-case masks (on the prediction's device) and the number of classes."""
+    spatial_dims, spacing, one_hot = opts.spatial_dims, opts.spacing, opts.one_hot
     if spatial_dims is None and spacing is not None:
         flat = np.asarray(spacing, dtype=object) if not isinstance(spacing, int | float) else None
         if flat is not None and flat.ndim == 1 and not isinstance(flat[0], list | tuple):
@@ -254,13 +306,11 @@ def compute_scores(
         raise ValueError(f"prediction and target lengths differ: {len(preds)} vs {len(targets)} cases")
     if not preds:
         raise ValueError("empty batch: no cases to score")
-    device = preds[0].device if preds else torch.device("cpu")
+    device = preds[0].device
     targets = [t.to(device) for t in targets]  # mixed devices: compute where the prediction is
-    use_torch = resolve_backend(backend, device) == "torch"
-    # all classes of a case at once off the CPU (launch- and sync-bound per class on a GPU)
-    batched = use_torch and _surface_batched.ENABLED and (device.type != "cpu" or _surface_batched.FORCE)
+    num_classes = opts.num_classes
     if one_hot:
-        k = preds[0].shape[0] if preds else (num_classes or 0)
+        k = preds[0].shape[0]
         if num_classes is not None and k != num_classes:
             raise ValueError(f"one-hot input has {k} channels, num_classes is {num_classes}")
         num_classes = k
@@ -270,8 +320,7 @@ def compute_scores(
     for i, (p, t) in enumerate(zip(preds, targets)):
         if p.shape != t.shape:
             raise ValueError(
-                f"case {i}: prediction and target shapes differ: {tuple(p.shape)} vs {tuple(t.shape)}"
-            )
+                f"case {i}: prediction and target shapes differ: {tuple(p.shape)} vs {tuple(t.shape)}")
         if p.ndim - (1 if one_hot else 0) not in (2, 3):
             raise ValueError(f"case {i}: expected 2D or 3D masks, got shape {tuple(p.shape)}")
         for what, x in (("prediction", p), ("target", t)):
@@ -279,107 +328,199 @@ def compute_scores(
                 raise ValueError(f"case {i}: {what} has NaN or inf values where labels are expected")
     preds = [_check_labels(p, f"prediction[{i}]", num_classes, one_hot) for i, p in enumerate(preds)]
     targets = [_check_labels(t, f"target[{i}]", num_classes, one_hot) for i, t in enumerate(targets)]
-    ndims = [p.ndim - (1 if one_hot else 0) for p in preds]
-    spacings = _spacings(spacing, len(preds), ndims)
-    classes = list(range(0 if include_background else 1, num_classes))
-    n, c = len(preds), len(classes)
-    out = {m: np.full((n, c), math.nan) for m in metrics}
-    status = np.zeros((n, c), dtype=np.int8)
-    want_dist = [m for m in metrics if m in _DIST]
-    pending: dict[tuple[float, ...], list[Item]] = {}  # batched path: items by spacing
-    for b, (p, t, sp) in enumerate(zip(preds, targets, spacings)):
-        counts = _overlap_counts(p, t, num_classes, one_hot)
-        shape = p.shape[1:] if one_hot else p.shape
-        diag = math.sqrt(sum((n_ * s) ** 2 for n_, s in zip(shape, sp)))
-        fill = empty_distance if empty_distance is not None else conv.default_empty_distance
-        fill = diag if fill is None else float(fill)
-        voxel = float(np.prod(sp))
+    return preds, targets, num_classes
+
+
+def _oom(what: str, chunk_mb: float | None, err: Exception) -> RuntimeError:
+    return RuntimeError(
+        f"{what}; pass a smaller chunk_mb (now {chunk_mb if chunk_mb is not None else 256} MiB) "
+        "or backend='kdtree'")
+
+
+class _Run:
+    """One :func:`compute_scores` call: options resolved once, then case by case."""
+
+    def __init__(self, opts: SegOptions) -> None:
+        self.opts, self.conv = opts, get_convention(opts.convention)
+        self.metrics = list(dict.fromkeys(opts.metrics))
+        unknown = [m for m in self.metrics if m not in SEG_METRIC_NAMES]
+        if unknown:
+            raise ValueError(f"unknown segmentation metric(s) {unknown}; expected {SEG_METRIC_NAMES}")
+        check_options(self.metrics, self.conv, percentile=opts.percentile, tolerance=opts.tolerance,
+                      directed=opts.directed, empty_distance=opts.empty_distance,
+                      relative=opts.relative, distance_metric=opts.distance_metric)
+        if opts.chunk_mb is not None and not (opts.chunk_mb > 0 and math.isfinite(opts.chunk_mb)):
+            raise ValueError(f"chunk_mb must be a positive number of MiB, got {opts.chunk_mb}")
+        self.chunk_bytes = int(opts.chunk_mb * 2**20) if opts.chunk_mb is not None else None
+        self.rules = DistanceRules(self.conv, opts.percentile, bool(opts.directed),
+                                   minkowski_p(opts.distance_metric or "euclidean"))
+        self.relative = True if opts.relative is None else bool(opts.relative)
+        self.want_dist = [m for m in self.metrics if m in _DIST]
+
+    def prepare(self, pred: Any, target: Any) -> None:
+        """Check the inputs; allocate the outputs; pick the distance path."""
+        opts = self.opts
+        self.preds, self.targets, self.k = _inputs(pred, target, opts)
+        self.device = self.preds[0].device
+        self.use_torch = resolve_backend(opts.backend, self.device) == "torch"
+        # all classes of a batch at once off the CPU (launch- and sync-bound per class on a GPU);
+        # its distance transforms are Euclidean
+        self.batched = (self.use_torch and _surface_batched.ENABLED and self.rules.p == 2.0
+                        and (self.device.type != "cpu" or _surface_batched.FORCE))
+        ndims = [p.ndim - (1 if opts.one_hot else 0) for p in self.preds]
+        self.spacings = _spacings(opts.spacing, len(self.preds), ndims)
+        self.classes = list(range(0 if opts.include_background else 1, self.k))
+        self.tols = _tolerances(opts.tolerance, len(self.classes))
+        n, c = len(self.preds), len(self.classes)
+        self.out = {m: np.full((n, c), math.nan) for m in self.metrics}
+        self.status = np.zeros((n, c), dtype=np.int8)
+        self.pending: dict[tuple[float, ...], list[Item]] = {}  # batched path: items by spacing
+        if (self.want_dist and self.conv.chamfer_in_voxels and self.rules.p != 2.0
+                and any(any(v != 1.0 for v in s) for s in self.spacings)):
+            warnings.warn(
+                f"convention {self.conv.name!r}: {opts.distance_metric} distances are counted in voxel "
+                "steps, as MONAI's chamfer transform does (it ignores the spacing); convention "
+                "'default' measures them in mm", UserWarning, stacklevel=4)
+
+    def distance_spacing(self, sp: tuple[float, ...]) -> tuple[float, ...]:
+        """The spacing distances are measured with (unit steps for MONAI's chamfer metrics)."""
+        if self.conv.chamfer_in_voxels and self.rules.p != 2.0:
+            return (1.0,) * len(sp)
+        return sp
+
+    def empty_fill(self, shape: tuple[int, ...], sp: tuple[float, ...]) -> float:
+        """The empty distance (mm): ``empty_distance``, the convention's, or the image diagonal."""
+        fill = self.opts.empty_distance
+        fill = fill if fill is not None else self.conv.default_empty_distance
+        if fill is None:
+            return math.sqrt(sum((n_ * s) ** 2 for n_, s in zip(shape, sp)))
+        return float(fill)
+
+    def case_arrays(self, p: torch.Tensor, t: torch.Tensor) -> tuple[Any, Any, dict, dict]:
+        """The case's masks where its distances are computed, and per-class bounding boxes
+        (``{}`` for one-hot masks on the KD-tree path: boxed per channel)."""
+        if self.use_torch:
+            boxer = onehot_boxes_torch if self.opts.one_hot else label_boxes_torch
+            return p, t, boxer(p, self.classes), boxer(t, self.classes)
+        pn, tn = p.cpu().numpy(), t.cpu().numpy()
+        if self.opts.one_hot:
+            return pn, tn, {}, {}
+        return pn, tn, _label_boxes(pn, self.classes), _label_boxes(tn, self.classes)
+
+    def set_overlap_and_empty(self, b: int, j: int, counts: tuple[int, int, int],
+                              case: tuple[torch.Tensor, torch.Tensor, tuple[float, ...], float]) -> None:
+        """Overlap metrics of class column ``j`` and every metric a missing mask decides."""
+        tp, n_p, n_t = counts
+        p, t, sp, fill = case
+        pe, te = n_p == 0, n_t == 0
+        for m in self.metrics:
+            if m in _OVERLAP:
+                # a volume difference stays defined when only the prediction is empty
+                # (and, in mm³, when only the target is)
+                vd_ok = m == "volume_difference" and not (pe and te) and (not te or not self.relative)
+                if not (pe or te) or vd_ok:
+                    voxel = float(np.prod(sp))
+                    self.out[m][b, j] = _overlap_value(m, tp, n_p, n_t, voxel, self.relative)
+                    continue
+            if not (pe or te):
+                continue
+            v = self.conv.empty_value(m, pred_empty=pe, target_empty=te,
+                                      directed=self.rules.directed and m in _DIST)
+            if v == EMPTY_DISTANCE:
+                v = fill
+            elif v == EDT_CORNER:
+                cls = self.classes[j]
+                x = t if pe else p
+                mask = (x[cls] if self.opts.one_hot else x == cls).cpu().numpy().astype(bool)
+                v = edt_corner_nsd(mask, sp, float(self.tols[j]))
+            self.out[m][b, j] = float(v)
+
+    def score_case(self, b: int) -> None:
+        """Every metric of case ``b``; distances of the batched path are queued."""
+        p, t, sp = self.preds[b], self.targets[b], self.spacings[b]
+        counts = _overlap_counts(p, t, self.k, self.opts.one_hot)
+        shape = p.shape[1:] if self.opts.one_hot else p.shape
+        fill = self.empty_fill(tuple(shape), sp)
+        arrays = self.case_arrays(p, t) if self.want_dist else None
         on_device: list[tuple[int, tuple[torch.Tensor, ...]]] = []  # (class column, distances)
-        if want_dist and use_torch:
-            pn, tn = p, t
-            boxer = onehot_boxes_torch if one_hot else label_boxes_torch
-            boxes_p, boxes_t = boxer(p, classes), boxer(t, classes)
-        elif want_dist:
-            pn, tn = p.cpu().numpy(), t.cpu().numpy()
-            if not one_hot:
-                boxes_p, boxes_t = _label_boxes(pn, classes), _label_boxes(tn, classes)
-        for j, cls in enumerate(classes):
+        for j, cls in enumerate(self.classes):
             tp, n_p, n_t = (int(v) for v in counts[:, cls])
             pe, te = n_p == 0, n_t == 0
-            status[b, j] = (STATUS_ABSENT if pe and te else STATUS_PRED_EMPTY if pe
-                            else STATUS_TARGET_EMPTY if te else STATUS_OK)
-            for m in metrics:
-                if m in _OVERLAP:
-                    # a volume difference stays defined when only the prediction is empty
-                    # (and, in mm³, when only the target is)
-                    vd_ok = m == "volume_difference" and not (pe and te) and (not te or not relative)
-                    if not (pe or te) or vd_ok:
-                        out[m][b, j] = _overlap_value(m, tp, n_p, n_t, voxel, relative)
-                        continue
-                if pe or te:
-                    v = conv.empty_value(m, pred_empty=pe, target_empty=te)
-                    out[m][b, j] = fill if v == EMPTY_DISTANCE else float(v)
-            if not want_dist or pe or te:
-                continue
-            if batched:  # every class of every case of the batch at once, after this loop
-                pending.setdefault(tuple(float(v) for v in sp), []).append(
-                    Item((b, j), pn, tn, cls, _union(boxes_p[cls], boxes_t[cls])))
-                continue
-            if use_torch:
-                box = _union(boxes_p[cls], boxes_t[cls])
-                if one_hot:
-                    pm, tm = pn[cls][box], tn[cls][box]
-                else:
-                    pm, tm = pn[box] == cls, tn[box] == cls
-                try:
-                    on_device.append((j, surface_distance_tensors(pm, tm, sp, conv.surface,
-                                                                  chunk_bytes=chunk_bytes)))
-                except torch.cuda.OutOfMemoryError as err:
-                    raise RuntimeError(
-                        f"case {b}, class {cls}: out of GPU memory computing surface distances over a "
-                        f"{tuple(pm.shape)} box; pass a smaller chunk_mb (now "
-                        f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
-                    ) from err
-                continue
-            else:
-                if one_hot:
-                    box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
-                    pm, tm = pn[cls][box], tn[cls][box]
-                else:
-                    box = _union(boxes_p[cls], boxes_t[cls])
-                    pm, tm = pn[box] == cls, tn[box] == cls
-                sd = class_surface_distances(pm, tm, sp, conv.surface)
-            for m in want_dist:
-                out[m][b, j] = distance_metric_value(
-                    sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
-                )
+            self.status[b, j] = (STATUS_ABSENT if pe and te else STATUS_PRED_EMPTY if pe
+                                 else STATUS_TARGET_EMPTY if te else STATUS_OK)
+            self.set_overlap_and_empty(b, j, (tp, n_p, n_t), (p, t, sp, fill))
+            if self.want_dist and not (pe or te):
+                self.class_distances(b, j, arrays, sp, on_device)  # type: ignore[arg-type]
         if on_device:
-            # every class of the case comes to the host in one copy
-            parts = [x for _, four in on_device for x in four]
-            host = torch.cat(parts).cpu().numpy()
-            sizes = np.cumsum([0] + [x.shape[0] for x in parts])
-            arrays = [host[a:z] for a, z in zip(sizes[:-1], sizes[1:])]
-            for i, (j, _) in enumerate(on_device):
-                d2_pt, w_p, d2_tp, w_t = arrays[4 * i : 4 * i + 4]
-                sd = SurfaceDistances(np.sqrt(d2_pt), w_p, np.sqrt(d2_tp), w_t)
-                for m in want_dist:
-                    out[m][b, j] = distance_metric_value(
-                        sd, m, conv, percentile=percentile, tolerance=tolerance, directed=directed
-                    )
-    for spacing_key, items in pending.items():
-        try:
-            values = distance_metrics(items, spacing_key, conv, want_dist, one_hot=one_hot,
-                                      percentile=percentile, tolerance=tolerance, directed=directed,
-                                      chunk_bytes=chunk_bytes)
-        except torch.cuda.OutOfMemoryError as err:
-            cases = sorted({it.key[0] for it in items})
-            raise RuntimeError(
-                f"case(s) {cases}: out of GPU memory computing surface distances of "
-                f"{len(items)} classes; pass a smaller chunk_mb (now "
-                f"{chunk_mb if chunk_mb is not None else 256} MiB) or backend='kdtree'"
-            ) from err
-        for (b, j), vals in values.items():
-            for m in want_dist:
-                out[m][b, j] = vals[m]
-    result = {m: torch.from_numpy(v).to(device) for m, v in out.items()}
-    return result, torch.from_numpy(status).to(device)
+            self.collect_device(b, on_device)
+
+    def class_distances(self, b: int, j: int, arrays: tuple[Any, Any, dict, dict],
+                        sp: tuple[float, ...], on_device: list) -> None:
+        """Distance metrics of one class present in both masks (or its queued batched item)."""
+        pn, tn, boxes_p, boxes_t = arrays
+        cls, one_hot, dsp = self.classes[j], self.opts.one_hot, self.distance_spacing(sp)
+        if one_hot and not boxes_p:
+            box = _union(_bbox(pn[cls]), _bbox(tn[cls]))
+        else:
+            box = _union(boxes_p[cls], boxes_t[cls])
+        if self.batched:  # every class of every case of the batch at once, after the cases
+            item = Item((b, j), pn, tn, cls, box, float(self.tols[j]))
+            self.pending.setdefault(tuple(float(v) for v in dsp), []).append(item)
+            return
+        pm, tm = (pn[cls][box], tn[cls][box]) if one_hot else (pn[box] == cls, tn[box] == cls)
+        if self.use_torch:
+            try:
+                on_device.append((j, surface_distance_tensors(
+                    pm, tm, dsp, self.conv.surface, chunk_bytes=self.chunk_bytes, p=self.rules.p)))
+            except torch.cuda.OutOfMemoryError as err:
+                raise _oom(f"case {b}, class {cls}: out of GPU memory computing surface distances "
+                           f"over a {tuple(pm.shape)} box", self.opts.chunk_mb, err) from err
+            return
+        sd = class_surface_distances(pm, tm, dsp, self.conv.surface, p=self.rules.p)
+        for m in self.want_dist:
+            self.out[m][b, j] = distance_metric_value(sd, m, self.rules, float(self.tols[j]))
+
+    def collect_device(self, b: int, on_device: list[tuple[int, tuple[torch.Tensor, ...]]]) -> None:
+        """Every class of a case comes to the host in one copy; the metrics from NumPy."""
+        parts = [x for _, four in on_device for x in four]
+        host = torch.cat(parts).cpu().numpy()
+        sizes = np.cumsum([0] + [x.shape[0] for x in parts])
+        arrays = [host[a:z] for a, z in zip(sizes[:-1], sizes[1:])]
+        for i, (j, _) in enumerate(on_device):
+            d2_pt, w_p, d2_tp, w_t = arrays[4 * i : 4 * i + 4]
+            sd = SurfaceDistances(np.sqrt(d2_pt), w_p, np.sqrt(d2_tp), w_t)
+            for m in self.want_dist:
+                self.out[m][b, j] = distance_metric_value(sd, m, self.rules, float(self.tols[j]))
+
+    def finish_batched(self) -> None:
+        """The queued classes of all cases, grouped by spacing, through the batched transforms."""
+        for spacing_key, items in self.pending.items():
+            try:
+                values = distance_metrics(items, spacing_key, self.rules, self.want_dist,
+                                          one_hot=self.opts.one_hot, chunk_bytes=self.chunk_bytes)
+            except torch.cuda.OutOfMemoryError as err:
+                cases = sorted({it.key[0] for it in items})
+                raise _oom(f"case(s) {cases}: out of GPU memory computing surface distances of "
+                           f"{len(items)} classes", self.opts.chunk_mb, err) from err
+            for (b, j), vals in values.items():
+                for m in self.want_dist:
+                    self.out[m][b, j] = vals[m]
+
+
+def compute_scores(pred: Any, target: Any, options: SegOptions) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every metric of ``options.metrics`` as a ``(B, C)`` float64 tensor on the input's device.
+
+    ``options.backend`` computes surfaces and distances with a CPU KD-tree (``"kdtree"``), with
+    torch on the input's device (``"torch"``), or picks torch for CUDA tensors (``"auto"``).
+    Also returns the ``(B, C)`` int8 status: 0 both present, 1 both empty ("absent"), 2
+    prediction empty, 3 target empty (2 and 3 are "missed"). ``options.chunk_mb`` bounds the
+    torch backend's temporaries (MiB per chunk; default 256 on GPUs, 2 on the CPU); a GPU running
+    out of memory raises a ``RuntimeError`` naming the case, the class and this option.
+    """
+    run = _Run(options)
+    run.prepare(pred, target)
+    for b in range(len(run.preds)):
+        run.score_case(b)
+    run.finish_batched()
+    result = {m: torch.from_numpy(v).to(run.device) for m, v in run.out.items()}
+    return result, torch.from_numpy(run.status).to(run.device)

@@ -10,6 +10,7 @@ and are not queried); every distance metric of the class derives from these arra
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,7 +18,32 @@ import numpy as np
 
 from medimg_bench.metrics.seg_conventions import SegConvention
 
-__all__ = ["SurfaceDistances", "class_surface_distances", "distance_metric_value"]
+__all__ = ["SurfaceDistances", "DistanceRules", "class_surface_distances", "distance_metric_value",
+           "minkowski_p", "edt_corner_nsd"]
+
+
+def minkowski_p(distance_metric: str) -> float:
+    """The Minkowski exponent of a ``distance_metric`` name: 2 (euclidean), inf (chessboard), 1
+    (taxicab)."""
+    return {"euclidean": 2.0, "chessboard": math.inf, "taxicab": 1.0}[distance_metric]
+
+
+@dataclass(frozen=True)
+class DistanceRules:
+    """How distance metrics are derived from surface distances: the convention's rules, the
+    percentile (``None``: the max for ``hausdorff``, 95 for ``hd95``), whether only prediction →
+    target distances count (``directed``) and the distance metric's Minkowski exponent ``p``."""
+
+    conv: SegConvention
+    percentile: float | None = None
+    directed: bool = False
+    p: float = 2.0
+
+    def quantile(self, metric: str) -> float | None:
+        """The percentile a Hausdorff metric reads (``None``: the maximum)."""
+        if metric == "hausdorff":
+            return self.percentile
+        return 95.0 if self.percentile is None else self.percentile
 
 
 @dataclass
@@ -82,23 +108,25 @@ def _surfel_table(spacing: tuple[float, ...]) -> np.ndarray:
 
 
 def _directed(
-    src_coords: np.ndarray, src_on_other: np.ndarray, tree: object, n_src: int
+    src_coords: np.ndarray, src_on_other: np.ndarray, tree: object, n_src: int, p: float = 2.0
 ) -> np.ndarray:
     """Distance from every source point to the other surface's KD-tree (0 on shared points)."""
     out = np.zeros(n_src, dtype=np.float64)
     todo = ~src_on_other
     if todo.any():
-        out[todo] = tree.query(src_coords[todo], k=1)[0]  # type: ignore[attr-defined]
+        out[todo] = tree.query(src_coords[todo], k=1, p=p)[0]  # type: ignore[attr-defined]
     return out
 
 
 def class_surface_distances(
-    pred: np.ndarray, target: np.ndarray, spacing: tuple[float, ...], surface: str
+    pred: np.ndarray, target: np.ndarray, spacing: tuple[float, ...], surface: str, *,
+    p: float = 2.0,
 ) -> SurfaceDistances:
     """Surface distances between two non-empty boolean masks (already cropped is fine).
 
     Returns the distances in mm from each prediction surface point to the target surface and
-    back, with weights (all 1 for ``surface="edge"``, areas for ``"surfel"``).
+    back, with weights (all 1 for ``surface="edge"``, areas for ``"surfel"``). ``p``: the
+    Minkowski exponent (2 Euclidean, 1 taxicab, inf chessboard).
     """
     from scipy.spatial import cKDTree
 
@@ -122,11 +150,29 @@ def class_surface_distances(
     t_on_p = sp[st]
     tree_t = cKDTree(xt, leafsize=32)
     tree_p = cKDTree(xp, leafsize=32)
-    d_pt = _directed(xp, p_on_t, tree_t, len(xp))
-    d_tp = _directed(xt, t_on_p, tree_p, len(xt))
+    d_pt = _directed(xp, p_on_t, tree_t, len(xp), p)
+    d_tp = _directed(xt, t_on_p, tree_p, len(xt), p)
     if wp is None:
         wp, wt = np.ones(len(xp)), np.ones(len(xt))
     return SurfaceDistances(d_pt, wp, d_tp, wt)
+
+
+def edt_corner_nsd(mask: np.ndarray, spacing: tuple[float, ...], tolerance: float) -> float:
+    """MetricsReloaded's NSD when the other mask is empty: the share of ``mask``'s border voxels
+    within ``tolerance`` mm of index ``(-1, 0, ..., 0)``, where SciPy's Euclidean distance
+    transform of an image without background puts its nearest "background" voxel. The distances
+    are summed as SciPy sums them: ``((feature - index) * spacing)²`` in axis order."""
+    idx = [np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != ax)))
+           for ax in range(mask.ndim)]
+    box = tuple(slice(int(i[0]), int(i[-1]) + 1) for i in idx)
+    border = np.argwhere(_edges(_pad(mask[box]))) + np.asarray([b.start for b in box])
+    corner = np.zeros(mask.ndim, dtype=np.int64)
+    corner[0] = -1
+    dt = (corner - border).astype(np.float64) * np.asarray(spacing, dtype=np.float64)
+    d2 = dt[:, 0] * dt[:, 0]
+    for k in range(1, mask.ndim):
+        d2 = d2 + dt[:, k] * dt[:, k]
+    return float(np.count_nonzero(np.sqrt(d2) <= tolerance)) / len(d2)
 
 
 def _percentile(d: np.ndarray, w: np.ndarray, q: float, rule: str) -> float:
@@ -142,24 +188,19 @@ def _percentile(d: np.ndarray, w: np.ndarray, q: float, rule: str) -> float:
     return float(np.percentile(d, q))
 
 
-def distance_metric_value(
-    sd: SurfaceDistances,
-    metric: str,
-    conv: SegConvention,
-    *,
-    percentile: float | None,
-    tolerance: float,
-    directed: bool,
-) -> float:
+def distance_metric_value(sd: SurfaceDistances, metric: str, rules: DistanceRules,
+                          tolerance: float) -> float:
     """One distance metric (mm, or a fraction for ``nsd``) from precomputed surface distances.
 
-    ``metric``: ``"hausdorff"`` (max, or ``percentile`` when given), ``"hd95"`` (percentile,
-    95 unless given), ``"assd"``, ``"masd"`` or ``"nsd"`` (``tolerance`` in mm).
-    ``directed`` keeps only prediction → target distances.
+    ``metric``: ``"hausdorff"`` (max, or the rules' percentile), ``"hd95"`` (percentile, 95
+    unless given), ``"assd"``, ``"masd"`` or ``"nsd"`` (``tolerance`` in mm). With
+    ``rules.directed`` only prediction → target distances count (NSD: the share of the
+    prediction's surface within the tolerance).
     """
     dp, wp, dt, wt = sd.d_pred_to_target, sd.w_pred, sd.d_target_to_pred, sd.w_target
+    conv, directed = rules.conv, rules.directed
     if metric in ("hausdorff", "hd95"):
-        q = percentile if metric == "hausdorff" else (95.0 if percentile is None else percentile)
+        q = rules.quantile(metric)
         if q is None:
             return float(dp.max()) if directed else float(max(dp.max(), dt.max()))
         if directed:
@@ -168,17 +209,19 @@ def distance_metric_value(
             return float(np.percentile(np.concatenate([dp, dt]), q))
         return max(_percentile(dp, wp, q, conv.percentile_rule),
                    _percentile(dt, wt, q, conv.percentile_rule))
+    if metric == "nsd":
+        if directed:
+            return float(wp[dp <= tolerance].sum()) / float(wp.sum())
+        ok = float(wp[dp <= tolerance].sum() + wt[dt <= tolerance].sum())
+        return ok / float(wp.sum() + wt.sum())
     mean_p = float(np.dot(dp, wp) / wp.sum())
+    if directed and metric in ("assd", "masd"):
+        return mean_p
     mean_t = float(np.dot(dt, wt) / wt.sum())
     if metric == "assd":
-        if directed:
-            return mean_p
         if conv.assd_rule == "mean_of_means":
             return 0.5 * (mean_p + mean_t)
         return float((np.dot(dp, wp) + np.dot(dt, wt)) / (wp.sum() + wt.sum()))
     if metric == "masd":
-        return mean_p if directed else 0.5 * (mean_p + mean_t)
-    if metric == "nsd":
-        ok = float(wp[dp <= tolerance].sum() + wt[dt <= tolerance].sum())
-        return ok / float(wp.sum() + wt.sum())
+        return 0.5 * (mean_p + mean_t)
     raise ValueError(f"unknown distance metric {metric!r}")

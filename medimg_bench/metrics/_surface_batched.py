@@ -33,7 +33,12 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics import _minplus_triton
-from medimg_bench.metrics._surface import SurfaceDistances, _surfel_table, distance_metric_value
+from medimg_bench.metrics._surface import (
+    DistanceRules,
+    SurfaceDistances,
+    _surfel_table,
+    distance_metric_value,
+)
 from medimg_bench.metrics._surface_torch import (
     CHUNK_BYTES,
     CPU_CHUNK_BYTES,
@@ -43,7 +48,6 @@ from medimg_bench.metrics._surface_torch import (
     first_axis_pass,
     other_axes_passes,
 )
-from medimg_bench.metrics.seg_conventions import SegConvention
 
 __all__ = ["GROUP_SLACK", "Item", "distance_metrics", "plan_groups", "numpy_linear_percentile"]
 
@@ -75,6 +79,7 @@ class Item(NamedTuple):
     target: torch.Tensor
     cls: int
     box: tuple[slice, ...]  # bounding box of pred | target for the class
+    tolerance: float = 1.0  # NSD tolerance (mm) of the item's class
 
 
 def plan_groups(shapes: Sequence[tuple[int, ...]], budget_bytes: int, *,
@@ -189,28 +194,20 @@ def _segment_order(values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
     return values[o1[o2]]
 
 
-def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: np.ndarray,
-                  conv: SegConvention, metrics: Sequence[str], percentile: float | None,
-                  tolerance: float, directed: bool) -> list[dict[str, float]]:
-    """Metric values per class from the distances of a group (edge surfaces, unit weights).
-
-    Both directions are one array of ``2B`` segments (class ``i`` forwards is segment ``i``,
-    backwards ``B + i``): one segmented sort, one segmented sum, one count within the tolerance,
-    and one gather of the order statistics the percentiles read, copied to the host at once."""
-    b, dev = len(n_p), d_pt.device
+def _plan_picks(n_p: np.ndarray, n_t: np.ndarray, metrics: Sequence[str],
+                rules: DistanceRules) -> tuple[dict[str, list[int]], list[dict]]:
+    """Which order statistics the percentiles and maxima read: flat indexes into the sorted
+    ``"dir"`` array (``2B`` segments: class ``i`` forwards is ``i``, backwards ``B + i``) or the
+    ``"pool"`` array (``B`` segments holding both directions), and per class where each lands."""
+    b = len(n_p)
     lengths = np.concatenate([n_p, n_t])
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    d = torch.cat([d_pt, d_tp])
-    seg = torch.repeat_interleave(torch.arange(2 * b, device=dev), torch.from_numpy(lengths).to(dev),
-                                  output_size=int(lengths.sum()))
-    qs = sorted({(percentile if m == "hausdorff" else (95.0 if percentile is None else percentile))
-                 for m in metrics if m in ("hausdorff", "hd95")} - {None}, key=float)
-    want_max = "hausdorff" in metrics and percentile is None
-    pooled = conv.percentile_rule == "pooled" and not directed
-    # flat indexes into the sorted arrays: "dir" (2B segments) and "pool" (B segments of both)
+    qs = sorted({rules.quantile(m) for m in metrics if m in ("hausdorff", "hd95")} - {None}, key=float)
+    want_max = "hausdorff" in metrics and rules.percentile is None
+    pooled = rules.conv.percentile_rule == "pooled" and not rules.directed
     picks: dict[str, list[int]] = {"dir": [], "pool": []}
     plan: list[dict] = [{} for _ in range(b)]
-    sides = (0,) if directed else (0, 1)
+    sides = (0,) if rules.directed else (0, 1)
     pool_starts = np.concatenate([[0], np.cumsum(n_p + n_t)[:-1]])
     for i in range(b):
         if want_max:
@@ -226,66 +223,92 @@ def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: 
                 lo, hi = percentile_ranks(n, q)
                 plan[i][q].append((key, len(picks[key]), n))
                 picks[key] += [start + lo, start + hi]
-    parts = [torch.segment_reduce(d, "sum", lengths=torch.from_numpy(lengths).to(dev))]
-    if "nsd" in metrics:
-        parts.append(torch.bincount(seg[d <= tolerance], minlength=2 * b).double())
+    return picks, plan
+
+
+def _device_reductions(d: torch.Tensor, lengths: np.ndarray, tols: np.ndarray, want_nsd: bool,
+                       picks: dict[str, list[int]]) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    """On the device: per segment the sum, the count within its class's tolerance and the picked
+    order statistics; one copy to the host. Returns ``(sums, within, {"dir"|"pool": values})``."""
+    dev, n_seg = d.device, len(lengths)
+    b = n_seg // 2
+    lens = torch.from_numpy(lengths).to(dev)
+    seg = torch.repeat_interleave(torch.arange(n_seg, device=dev), lens, output_size=int(lengths.sum()))
+    parts = [torch.segment_reduce(d, "sum", lengths=lens)]
+    if want_nsd:
+        tol_seg = torch.from_numpy(np.concatenate([tols, tols])).to(dev)[seg]
+        parts.append(torch.bincount(seg[d <= tol_seg], minlength=n_seg).double())
     if picks["dir"]:
         parts.append(_segment_order(d, seg)[torch.as_tensor(np.asarray(picks["dir"]), device=dev)])
     if picks["pool"]:
-        pool_seg = torch.where(seg >= b, seg - b, seg)
-        srt = _segment_order(d, pool_seg)
+        srt = _segment_order(d, torch.where(seg >= b, seg - b, seg))
         parts.append(srt[torch.as_tensor(np.asarray(picks["pool"]), device=dev)])
     host = torch.cat(parts).cpu().numpy()  # the group's only device → host copy of results
-    sums = host[: 2 * b]
-    pos = 2 * b
+    pos = n_seg
     within = None
-    if "nsd" in metrics:
-        within = host[pos : pos + 2 * b]
-        pos += 2 * b
+    if want_nsd:
+        within, pos = host[pos : pos + n_seg], pos + n_seg
     got = {}
     for key in ("dir", "pool"):
         got[key] = host[pos : pos + len(picks[key])]
         pos += len(picks[key])
+    return host[:n_seg], within, got
 
-    def pct(entry: tuple[str, int, int], q: float) -> float:
-        key, k, n = entry
-        return numpy_linear_percentile(got[key][k], got[key][k + 1], n, q)
 
-    out: list[dict[str, float]] = []
-    for i in range(b):
-        vals: dict[str, float] = {}
-        npi, nti = float(n_p[i]), float(n_t[i])
-        sum_p, sum_t = sums[i], sums[b + i]
-        mean_p, mean_t = float(sum_p / npi), float(sum_t / nti)
-        for m in metrics:
-            if m in ("hausdorff", "hd95"):
-                q = percentile if m == "hausdorff" else (95.0 if percentile is None else percentile)
-                if q is None:
-                    vals[m] = float(max(got["dir"][k] for k in plan[i]["max"]))
-                else:
-                    vals[m] = max(pct(e, q) for e in plan[i][q])
-            elif m == "assd":
-                if directed:
-                    vals[m] = mean_p
-                elif conv.assd_rule == "mean_of_means":
-                    vals[m] = 0.5 * (mean_p + mean_t)
-                else:
-                    vals[m] = float((sum_p + sum_t) / (npi + nti))
-            elif m == "masd":
-                vals[m] = mean_p if directed else 0.5 * (mean_p + mean_t)
-            elif m == "nsd":
-                vals[m] = float(within[i] + within[b + i]) / (npi + nti)  # type: ignore[index]
-        out.append(vals)
-    return out
+def _class_values(i: int, n_p: np.ndarray, n_t: np.ndarray, sums: np.ndarray,
+                  within: np.ndarray | None, got: dict, plan: list[dict], metrics: Sequence[str],
+                  rules: DistanceRules) -> dict[str, float]:
+    """The metric values of class ``i`` from its sums, counts and order statistics (the
+    KD-tree backend's formulas)."""
+    b = len(n_p)
+    npi, nti = float(n_p[i]), float(n_t[i])
+    sum_p, sum_t = sums[i], sums[b + i]
+    mean_p, mean_t = float(sum_p / npi), float(sum_t / nti)
+    vals: dict[str, float] = {}
+    for m in metrics:
+        if m in ("hausdorff", "hd95"):
+            q = rules.quantile(m)
+            if q is None:
+                vals[m] = float(max(got["dir"][k] for k in plan[i]["max"]))
+            else:
+                vals[m] = max(numpy_linear_percentile(got[key][k], got[key][k + 1], n, q)
+                              for key, k, n in plan[i][q])
+        elif m in ("assd", "masd") and rules.directed:
+            vals[m] = mean_p
+        elif m == "assd" and rules.conv.assd_rule != "mean_of_means":
+            vals[m] = float((sum_p + sum_t) / (npi + nti))
+        elif m in ("assd", "masd"):
+            vals[m] = 0.5 * (mean_p + mean_t)
+        elif m == "nsd" and rules.directed:
+            vals[m] = float(within[i]) / npi  # type: ignore[index]
+        elif m == "nsd":
+            vals[m] = float(within[i] + within[b + i]) / (npi + nti)  # type: ignore[index]
+    return vals
+
+
+def _device_stats(d_pt: torch.Tensor, d_tp: torch.Tensor, n_p: np.ndarray, n_t: np.ndarray,
+                  tols: np.ndarray, rules: DistanceRules, metrics: Sequence[str]) -> list[dict[str, float]]:
+    """Metric values per class from the distances of a group (edge surfaces, unit weights).
+
+    Both directions are one array of ``2B`` segments (class ``i`` forwards is segment ``i``,
+    backwards ``B + i``): one segmented sort, one segmented sum, one count within each class's
+    tolerance ``tols[i]``, and one gather of the order statistics the percentiles read, copied
+    to the host at once."""
+    picks, plan = _plan_picks(n_p, n_t, metrics, rules)
+    sums, within, got = _device_reductions(torch.cat([d_pt, d_tp]), np.concatenate([n_p, n_t]),
+                                           tols, "nsd" in metrics, picks)
+    return [_class_values(i, n_p, n_t, sums, within, got, plan, metrics, rules) for i in range(len(n_p))]
 
 
 def distance_metrics(
-    items: list[Item], spacing: tuple[float, ...], conv: SegConvention, metrics: Sequence[str], *,
-    one_hot: bool, percentile: float | None, tolerance: float, directed: bool,
-    chunk_bytes: int | None = None,
+    items: list[Item], spacing: tuple[float, ...], rules: DistanceRules, metrics: Sequence[str], *,
+    one_hot: bool, chunk_bytes: int | None = None,
 ) -> dict[Any, dict[str, float]]:
-    """Distance metrics (mm; NSD a fraction) of every item — classes of one or several cases with
-    the same ``spacing`` — keyed by ``item.key``; every item's masks are non-empty in both."""
+    """Distance metrics (mm; NSD a fraction at each item's ``tolerance``) of every item — classes
+    of one or several cases with the same ``spacing`` — keyed by ``item.key``; every item's masks
+    are non-empty in both. Euclidean distances only (``rules.p == 2``)."""
+    if rules.p != 2.0:
+        raise ValueError("the batched distance transforms measure Euclidean distances only")
     dev = items[0].pred.device
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if dev.type != "cpu" else CPU_CHUNK_BYTES
@@ -297,9 +320,8 @@ def distance_metrics(
     for group in plan_groups(shapes, budget, waste_voxels=waste):
         sub = [items[i] for i in group]
         shape = tuple(max(shapes[i][k] for i in group) for k in range(len(shapes[group[0]])))
-        results.update(_group_metrics(sub, shape, spacing, conv, metrics, one_hot=one_hot,
-                                      percentile=percentile, tolerance=tolerance,
-                                      directed=directed, chunk_bytes=chunk_bytes))
+        results.update(_group_metrics(sub, shape, spacing, rules, metrics, one_hot=one_hot,
+                                      chunk_bytes=chunk_bytes))
     return results
 
 
@@ -369,26 +391,26 @@ def _exact_far(qp, qt, b, g1, d2_pt, d2_tp, bound, coords, chunk_bytes, full_cos
     return d2_pt, d2_tp
 
 
-def _group_metrics(items, shape, spacing, conv, metrics, *, one_hot, percentile, tolerance,
-                   directed, chunk_bytes) -> dict[Any, dict[str, float]]:
-    dev = items[0].pred.device
-    clock = _Clock(dev)
+def _group_surfaces(items: list[Item], shape: tuple[int, ...], spacing: tuple[float, ...],
+                    surface: str, one_hot: bool, clock: _Clock):
+    """Surfaces of the group's stacked masks and their weights (``None``: edge surfaces, unit
+    weights)."""
     ps, ts = _stack(items, one_hot, shape)
-    b = len(items)
     clock("stack")
-    if conv.surface == "edge":
-        sp, st = _edges(ps, lead=1), _edges(ts, lead=1)
-        wp = wt = None
-    else:
-        cp, ct = _neighbour_codes(ps, lead=1), _neighbour_codes(ts, lead=1)
-        full = 2 ** (2 ** len(shape)) - 1
-        sp, st = (cp != 0) & (cp != full), (ct != 0) & (ct != full)
-        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(dev)
-        wp, wt = table[cp[sp].long()], table[ct[st].long()]
-        del cp, ct
-    del ps, ts
-    clock("surfaces")
-    dev = sp.device
+    if surface == "edge":
+        return _edges(ps, lead=1), _edges(ts, lead=1), None, None
+    cp, ct = _neighbour_codes(ps, lead=1), _neighbour_codes(ts, lead=1)
+    full = 2 ** (2 ** len(shape)) - 1
+    sp, st = (cp != 0) & (cp != full), (ct != 0) & (ct != full)
+    table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(sp.device)
+    return sp, st, table[cp[sp].long()], table[ct[st].long()]
+
+
+def _group_squared_distances(sp: torch.Tensor, st: torch.Tensor, spacing: tuple[float, ...],
+                             chunk_bytes: int, clock: _Clock) -> tuple[torch.Tensor, torch.Tensor]:
+    """Squared distances of each surface point of the ``(B, *box)`` stacks to the other surface
+    of its item: windowed transforms, then the exact search for points the window may miss."""
+    b, dev = sp.shape[0], sp.device
     coords = [torch.arange(n, dtype=torch.float64, device=dev) * float(s)
               for n, s in zip(sp.shape[1:], spacing)]
     win: list[int | None] = [None] + [WINDOW if 2 * WINDOW + 1 < n else None for n in sp.shape[2:]]
@@ -418,31 +440,35 @@ def _group_metrics(items, shape, spacing, conv, metrics, *, one_hot, percentile,
             exact = g[:b][sp], g[b:][st]
             del g
         d2_pt, d2_tp = exact
-    del g1
     clock("far points")
+    return d2_pt, d2_tp
+
+
+def _group_metrics(items: list[Item], shape: tuple[int, ...], spacing: tuple[float, ...],
+                   rules: DistanceRules, metrics: Sequence[str], *, one_hot: bool,
+                   chunk_bytes: int) -> dict[Any, dict[str, float]]:
+    clock = _Clock(items[0].pred.device)
+    sp, st, wp, wt = _group_surfaces(items, shape, spacing, rules.conv.surface, one_hot, clock)
+    clock("surfaces")
+    d2_pt, d2_tp = _group_squared_distances(sp, st, spacing, chunk_bytes, clock)
     counts = torch.stack([sp.flatten(1).sum(1), st.flatten(1).sum(1)]).cpu().numpy()
     n_p, n_t = counts[0], counts[1]
+    tols = np.asarray([it.tolerance for it in items], dtype=np.float64)
     if wp is None:
-        stats = _device_stats(_sqrt(d2_pt), _sqrt(d2_tp), n_p, n_t, conv, metrics, percentile,
-                              tolerance, directed)
+        stats = _device_stats(_sqrt(d2_pt), _sqrt(d2_tp), n_p, n_t, tols, rules, metrics)
         clock("statistics")
         return {it.key: v for it, v in zip(items, stats)}
-    parts = [d2_pt, d2_tp] + ([wp, wt] if wp is not None else [])
-    host = torch.cat(parts).cpu().numpy()
-    d_pt_all, d_tp_all = np.sqrt(host[: n_p.sum()]), np.sqrt(host[n_p.sum(): n_p.sum() + n_t.sum()])
-    off = n_p.sum() + n_t.sum()
-    w_pt_all = host[off : off + n_p.sum()] if wp is not None else None
-    w_tp_all = host[off + n_p.sum():] if wp is not None else None
+    # surfel weights: distances and weights to the host, the KD-tree backend's metric code
+    host = torch.cat([d2_pt, d2_tp, wp, wt]).cpu().numpy()
+    a_p, a_t = int(n_p.sum()), int(n_t.sum())
+    d_pt_all, d_tp_all = np.sqrt(host[:a_p]), np.sqrt(host[a_p : a_p + a_t])
+    w_pt_all, w_tp_all = host[a_p + a_t : 2 * a_p + a_t], host[2 * a_p + a_t :]
     sp_starts = np.concatenate([[0], np.cumsum(n_p)])
     st_starts = np.concatenate([[0], np.cumsum(n_t)])
     out: dict[Any, dict[str, float]] = {}
     for i, it in enumerate(items):
         a, z = sp_starts[i], sp_starts[i + 1]
         c, e = st_starts[i], st_starts[i + 1]
-        sd = SurfaceDistances(
-            d_pt_all[a:z], w_pt_all[a:z] if w_pt_all is not None else np.ones(z - a),
-            d_tp_all[c:e], w_tp_all[c:e] if w_tp_all is not None else np.ones(e - c),
-        )
-        out[it.key] = {m: distance_metric_value(sd, m, conv, percentile=percentile, tolerance=tolerance,
-                                           directed=directed) for m in metrics}
+        sd = SurfaceDistances(d_pt_all[a:z], w_pt_all[a:z], d_tp_all[c:e], w_tp_all[c:e])
+        out[it.key] = {m: distance_metric_value(sd, m, rules, it.tolerance) for m in metrics}
     return out

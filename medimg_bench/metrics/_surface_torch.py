@@ -105,13 +105,15 @@ def nearest_distances(
     chunk_bytes: int | None = None,
     max_pairs: float | None = None,
     squared: bool = False,
+    p: float = 2.0,
 ) -> torch.Tensor:
-    """Euclidean distance (float64, same unit as the coordinates) from each ``src`` row to the
-    nearest ``dst`` row, by exact brute force over row chunks of at most ``chunk_bytes`` (default
+    """Distance (float64, same unit as the coordinates) from each ``src`` row to the nearest
+    ``dst`` row, by exact brute force over row chunks of at most ``chunk_bytes`` (default
     :data:`CHUNK_BYTES` on accelerators, the cache-sized :data:`CPU_CHUNK_BYTES` on the CPU).
     Point sets with more than ``max_pairs`` pairs (default :data:`BRUTE_FORCE_MAX_PAIRS` off the
-    CPU, no limit on it) are searched with SciPy's KD-tree on the host instead. ``squared``
-    returns squared distances (torch's CPU ``sqrt`` is not correctly rounded; NumPy's is)."""
+    CPU, no limit on it) are searched with SciPy's KD-tree on the host instead. ``p``: the
+    Minkowski exponent (2 Euclidean, 1 taxicab, inf chessboard). ``squared`` returns squared
+    distances (torch's CPU ``sqrt`` is not correctly rounded; NumPy's is)."""
     n, m = src.shape[0], dst.shape[0]
     out = torch.empty(n, dtype=torch.float64, device=src.device)
     if n == 0:
@@ -123,34 +125,50 @@ def nearest_distances(
     if n * m > max_pairs:
         from scipy.spatial import cKDTree
 
-        d, _ = cKDTree(dst.double().cpu().numpy()).query(src.double().cpu().numpy())
+        d, _ = cKDTree(dst.double().cpu().numpy()).query(src.double().cpu().numpy(), p=p)
         return torch.from_numpy(d * d if squared else d).to(src.device)
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if src.device.type != "cpu" else CPU_CHUNK_BYTES
-    # the squared-distance matrix and one difference temporary live at the same time
+    # the distance matrix and one difference temporary live at the same time
     rows = max(1, chunk_bytes // (2 * 8 * m))
     dst_cols = [dst[:, k].unsqueeze(0) for k in range(dst.shape[1])]
     for i in range(0, n, rows):
-        a = src[i : i + rows]
-        d2 = None
-        # separate subtract / square / add kernels in axis order: the same rounding as the
-        # KD-tree's sum of squared differences on every device (no fused multiply-add), so
-        # distances lying exactly on an NSD tolerance compare the same way
-        for k, col in enumerate(dst_cols):
-            diff = a[:, k : k + 1] - col
-            diff.mul_(diff)
-            d2 = diff if d2 is None else d2.add_(diff)
-        out[i : i + rows] = d2.amin(dim=1)  # type: ignore[union-attr]
+        out[i : i + rows] = _chunk_min(src[i : i + rows], dst_cols, p)
+    if p != 2.0:
+        return out * out if squared else out
     return out if squared else out.sqrt_()
 
 
+def _chunk_min(a: torch.Tensor, dst_cols: list[torch.Tensor], p: float) -> torch.Tensor:
+    """Per row of ``a``: the minimum over ``dst`` of the squared Euclidean distance (``p=2``) or
+    of the taxicab / chessboard distance (``p=1`` / ``inf``)."""
+    d = None
+    # separate subtract / square / add kernels in axis order: the same rounding as the
+    # KD-tree's sum of squared differences on every device (no fused multiply-add), so
+    # distances lying exactly on an NSD tolerance compare the same way
+    for k, col in enumerate(dst_cols):
+        diff = a[:, k : k + 1] - col
+        if p == 2.0:
+            diff.mul_(diff)
+        else:
+            diff.abs_()
+        if d is None:
+            d = diff
+        elif p == math.inf:
+            torch.maximum(d, diff, out=d)
+        else:
+            d.add_(diff)
+    return d.amin(dim=1)  # type: ignore[union-attr]
+
+
 def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor,
-              chunk_bytes: int | None = None) -> torch.Tensor:
-    """Distances from ``src`` points to ``dst`` (0 for points lying on the other surface)."""
+              chunk_bytes: int | None = None, p: float = 2.0) -> torch.Tensor:
+    """Squared distances from ``src`` points to ``dst`` (0 for points lying on the other
+    surface)."""
     out = torch.zeros(src.shape[0], dtype=torch.float64, device=src.device)
     todo = ~on_other
     if bool(todo.any()):
-        out[todo] = nearest_distances(src[todo], dst, chunk_bytes=chunk_bytes, squared=True)
+        out[todo] = nearest_distances(src[todo], dst, chunk_bytes=chunk_bytes, squared=True, p=p)
     return out
 
 
@@ -297,7 +315,7 @@ def _edt_distances(
 
 def surface_distance_tensors(
     pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
-    method: str | None = None, chunk_bytes: int | None = None,
+    method: str | None = None, chunk_bytes: int | None = None, p: float = 2.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """**Squared** distances (mm², float64, on the masks' device) from each prediction surface
     point to the target surface and back, with their weights: ``(d2_pt, w_p, d2_tp, w_t)``.
@@ -306,11 +324,16 @@ def surface_distance_tensors(
 
     ``method``: ``"edt"`` (distance transform of both surfaces over the box), ``"brute"``
     (point pairs) or ``"auto"`` (the cheaper by a count of elementary steps); default
-    :data:`DEFAULT_METHOD`."""
+    :data:`DEFAULT_METHOD`. ``p`` (Minkowski exponent) other than 2 always uses the brute
+    force: the distance transforms here are Euclidean."""
     method = method or DEFAULT_METHOD
     dev = pred.device
     sp, st, wp, wt = _surfaces(pred, target, spacing, surface)
     shape = sp.shape
+    if p != 2.0 and method in ("auto", "brute"):
+        method = "brute"
+    elif p != 2.0:
+        raise ValueError(f"method {method!r} measures Euclidean distances only; use 'brute'")
     if method == "auto":
         n_p, n_t = (int(v) for v in torch.stack([sp.sum(), st.sum()]).tolist())
         width = sum(min(n, 2 * EDT_WINDOW + 1) for n in shape[1:])
@@ -321,8 +344,8 @@ def surface_distance_tensors(
         scale = torch.tensor(spacing, dtype=torch.float64, device=dev)
         xp = torch.nonzero(sp).to(torch.float64) * scale
         xt = torch.nonzero(st).to(torch.float64) * scale
-        d_pt = _directed(xp, st[sp], xt, chunk_bytes)
-        d_tp = _directed(xt, sp[st], xp, chunk_bytes)
+        d_pt = _directed(xp, st[sp], xt, chunk_bytes, p)
+        d_tp = _directed(xt, sp[st], xp, chunk_bytes, p)
     else:
         raise ValueError(f"unknown method {method!r}; expected 'auto', 'edt' or 'brute'")
     if wp is None:
@@ -333,7 +356,7 @@ def surface_distance_tensors(
 
 def class_surface_distances_torch(
     pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ...], surface: str, *,
-    method: str = "brute",
+    method: str = "brute", p: float = 2.0,
 ) -> SurfaceDistances:
     """Surface distances between two non-empty boolean masks, computed on their device.
 
@@ -341,8 +364,8 @@ def class_surface_distances_torch(
     prediction surface point to the target surface and back, with weights (all 1 for
     ``surface="edge"``, surfel areas / contour lengths for ``"surfel"``).
     """
-    d2_pt, wp, d2_tp, wt = (t.cpu().numpy() for t in surface_distance_tensors(pred, target, spacing, surface,
-                                                                             method=method))
+    d2_pt, wp, d2_tp, wt = (t.cpu().numpy() for t in surface_distance_tensors(
+        pred, target, spacing, surface, method=method, p=p))
     return SurfaceDistances(np.sqrt(d2_pt), wp, np.sqrt(d2_tp), wt)
 
 

@@ -2,8 +2,10 @@
 
 A :class:`SegConvention` says which voxels form a surface, how a percentile Hausdorff distance
 combines the two directions, how a symmetric mean distance is averaged, whether NSD counts
-voxels or sums surfel areas, and which value each metric takes when one or both masks are
-empty. ``docs/metrics.md`` carries the same rules as a table.
+voxels or sums surfel areas, which distance metrics it offers, and which value each metric
+takes when one or both masks are empty (symmetric and, where it differs, directed). Each
+convention names the implementation and commit (or release) it reproduces; ``docs/metrics.md``
+carries the same rules as tables.
 """
 
 from __future__ import annotations
@@ -11,12 +13,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["SegConvention", "CONVENTIONS", "get_convention", "SEG_METRIC_NAMES"]
+__all__ = [
+    "SegConvention",
+    "CONVENTIONS",
+    "get_convention",
+    "SEG_METRIC_NAMES",
+    "DISTANCE_METRICS",
+    "OPTION_USERS",
+]
 
 NAN = math.nan
 INF = math.inf
 #: Placeholder in an edge-case table for "the configurable empty distance" (image diagonal).
 EMPTY_DISTANCE = "empty_distance"
+#: Placeholder: NSD of a one-sided miss measured as MetricsReloaded's code measures it. Its
+#: border-distance map of the empty mask is ``scipy.ndimage.distance_transform_edt`` of an image
+#: without background, which SciPy (1.17) returns as the distance to a virtual background voxel
+#: at index ``(-1, 0, ..., 0)``: the non-empty mask's border voxels within the tolerance of that
+#: point count as "overlapping".
+EDT_CORNER = "edt_corner"
 
 SEG_METRIC_NAMES = (
     "dice",
@@ -31,10 +46,17 @@ SEG_METRIC_NAMES = (
     "nsd",
 )
 _DISTANCES = ("hausdorff", "hd95", "assd", "masd")
-
-
-def _table(both: dict[str, float | str], one: dict[str, float | str]) -> dict[str, dict]:
-    return {"both_empty": both, "one_empty": one}
+#: ``distance_metric=`` values (MONAI's option name and spellings).
+DISTANCE_METRICS = ("euclidean", "chessboard", "taxicab")
+#: Which metrics read each option; an option given for none of the metrics asked is an error.
+OPTION_USERS: dict[str, tuple[str, ...]] = {
+    "percentile": ("hausdorff", "hd95"),
+    "tolerance": ("nsd",),
+    "directed": ("hausdorff", "hd95", "assd", "masd", "nsd"),
+    "empty_distance": _DISTANCES,
+    "distance_metric": ("hausdorff", "hd95", "assd", "masd", "nsd"),
+    "relative": ("volume_difference",),
+}
 
 
 @dataclass(frozen=True)
@@ -55,8 +77,16 @@ class SegConvention:
             ``"mean_of_means"`` (mean of the two directed means).
         both_empty / one_empty: value per metric name when both / exactly one mask is empty;
             ``"empty_distance"`` stands for the configurable empty distance (image diagonal in
-            mm unless ``default_empty_distance`` is set). ``one_empty`` may be keyed ``"<metric>:pred_empty"`` or
-            ``"<metric>:target_empty"`` where the side matters.
+            mm unless ``default_empty_distance`` is set), ``"edt_corner"`` for MetricsReloaded's
+            NSD of a one-sided miss (see :data:`EDT_CORNER`). ``one_empty`` may be keyed
+            ``"<metric>:pred_empty"`` or ``"<metric>:target_empty"`` where the side matters.
+        directed_empty: values for ``directed=True`` where they differ from the symmetric
+            ones, keyed ``"<metric>:both_empty"``, ``"<metric>:pred_empty"`` or
+            ``"<metric>:target_empty"``.
+        distance_metrics: the ``distance_metric`` values the implementation offers.
+        chamfer_in_voxels: chessboard / taxicab distances are counted in voxel steps whatever
+            the spacing (MONAI's chamfer distance transform ignores its spacing).
+        reference: the implementation and commit (or release) reproduced.
     """
 
     name: str
@@ -66,16 +96,30 @@ class SegConvention:
     both_empty: dict[str, float | str] = field(default_factory=dict)
     one_empty: dict[str, float | str] = field(default_factory=dict)
     default_empty_distance: float | None = None
+    directed_empty: dict[str, float | str] = field(default_factory=dict)
+    distance_metrics: tuple[str, ...] = ("euclidean",)
+    chamfer_in_voxels: bool = False
+    reference: str = ""
 
-    def empty_value(self, metric: str, *, pred_empty: bool, target_empty: bool) -> float | str:
-        """The convention's value for ``metric`` when a mask is empty (float or the placeholder)."""
-        if pred_empty and target_empty:
+    def empty_value(self, metric: str, *, pred_empty: bool, target_empty: bool,
+                    directed: bool = False) -> float | str:
+        """The convention's value for ``metric`` when a mask is empty (float or a placeholder)."""
+        case = ("both_empty" if pred_empty and target_empty
+                else "pred_empty" if pred_empty else "target_empty")
+        if directed and f"{metric}:{case}" in self.directed_empty:
+            return self.directed_empty[f"{metric}:{case}"]
+        if case == "both_empty":
             return self.both_empty.get(metric, NAN)
-        side = "pred_empty" if pred_empty else "target_empty"
-        key = f"{metric}:{side}"
+        key = f"{metric}:{case}"
         if key in self.one_empty:
             return self.one_empty[key]
         return self.one_empty.get(metric, NAN)
+
+    def uses_empty_distance(self, metrics: tuple[str, ...] | list[str]) -> bool:
+        """Whether a one-sided miss of any of ``metrics`` takes the configurable empty distance."""
+        tables = (self.one_empty, self.both_empty, self.directed_empty)
+        return any(v == EMPTY_DISTANCE and k.split(":")[0] in metrics
+                   for table in tables for k, v in table.items())
 
 
 def _all(value: float | str, names: tuple[str, ...] = SEG_METRIC_NAMES) -> dict[str, float | str]:
@@ -96,9 +140,38 @@ _DEFAULT_ONE = {
     "volume_difference:target_empty": NAN,
 }
 
+# DeepMind: a directed quantity measured *from* an empty surface is 0/0 (NaN); measured *to* an
+# empty surface every distance is inf; its robust Hausdorff of no surfels is inf.
+_DEEPMIND_DIRECTED = {
+    "hausdorff:both_empty": INF, "hd95:both_empty": INF,
+    "assd:both_empty": NAN, "masd:both_empty": NAN, "nsd:both_empty": NAN,
+    "assd:pred_empty": NAN, "masd:pred_empty": NAN, "nsd:pred_empty": NAN,
+    "assd:target_empty": INF, "masd:target_empty": INF, "nsd:target_empty": 0.0,
+}
+
+
+def _metrics_reloaded(name: str, reference: str, *, nsd_both: float, vd_both: float,
+                      vd_target: float) -> SegConvention:
+    """MetricsReloaded ``BinaryPairwiseMeasures``: MONAI's surfaces and percentile rule; Dice 1
+    and distances 0 when both masks are empty, IoU / PPV / recall NaN there; a one-sided miss
+    gives NaN distances (main: explicit; 00219d0: ``measured_distance`` raises) and the
+    EDT-corner NSD."""
+    return SegConvention(
+        name, "edge", "directed_max", "pooled",
+        {**_all(NAN), "dice": 1.0, **_all(0.0, _DISTANCES), "nsd": nsd_both,
+         "volume_difference": vd_both},
+        {**_DEFAULT_ONE, **_all(NAN, _DISTANCES), "nsd": EDT_CORNER,
+         "precision:pred_empty": 0.0, "volume_difference:target_empty": vd_target},
+        directed_empty={"nsd:pred_empty": NAN},
+        reference=reference,
+    )
+
+
 CONVENTIONS: dict[str, SegConvention] = {
     "default": SegConvention(
-        "default", "edge", "directed_max", "pooled", _all(NAN), dict(_DEFAULT_ONE)
+        "default", "edge", "directed_max", "pooled", _all(NAN), dict(_DEFAULT_ONE),
+        distance_metrics=DISTANCE_METRICS,
+        reference="medimg_bench: MONAI 1.6.1's numbers with finite empty-mask values",
     ),
     # MONAI 1.6.1: DiceMetric/MeanIoU ignore_empty=True (NaN when the target is empty),
     # HD(max) and ASSD inf, HD-percentile NaN (torch.quantile of infs), NSD 0 on a one-sided miss.
@@ -117,15 +190,21 @@ CONVENTIONS: dict[str, SegConvention] = {
             "assd": INF,
             "masd": INF,
         },
+        distance_metrics=DISTANCE_METRICS,
+        chamfer_in_voxels=True,
+        reference="MONAI 1.6.1 (Project-MONAI/MONAI tests at d388d1c)",
     ),
-    # DeepMind surface-distance 0.1: 0/0 -> NaN, no surfels -> inf robust Hausdorff.
+    # DeepMind surface-distance 0.1: 0/0 -> NaN, no surfels -> inf robust Hausdorff; our masd is
+    # np.mean of its two directed averages, so (inf, nan) gives NaN.
     "deepmind": SegConvention(
         "deepmind",
         "surfel",
         "area_weighted",
         "pooled",
         {**_all(NAN), "hausdorff": INF, "hd95": INF},
-        {**_DEFAULT_ONE, "hausdorff": INF, "hd95": INF, "assd": INF, "masd": INF},
+        {**_DEFAULT_ONE, "hausdorff": INF, "hd95": INF, "assd": INF, "masd": NAN},
+        directed_empty=dict(_DEEPMIND_DIRECTED),
+        reference="google-deepmind/surface-distance 0.1 (1f805ce)",
     ),
     # medpy 0.5.2 pools both directions for HD95 and ASSD; it raises RuntimeError for
     # distances on an empty mask (we return NaN); dc/precision/recall return 0 on 0/0.
@@ -142,18 +221,19 @@ CONVENTIONS: dict[str, SegConvention] = {
             "precision:pred_empty": 0.0,
             "recall:target_empty": 0.0,
         },
+        reference="loli/medpy 0.5.2 (d6abf41)",
     ),
-    # MetricsReloaded: MONAI's surfaces and percentile rule; both empty -> distances 0 and
-    # Dice/IoU 1 ("perfect prediction"), NSD 0/0 = NaN; one empty -> the distance transform
-    # of an image without surface is undefined there, we use the empty distance.
-    "metrics_reloaded": SegConvention(
-        "metrics_reloaded",
-        "edge",
-        "directed_max",
-        "pooled",
-        {**_all(NAN), "dice": 1.0, "iou": 1.0, **_all(0.0, _DISTANCES)},
-        dict(_DEFAULT_ONE),
-    ),
+    # MetricsReloaded main: both empty -> NSD 1 (cb38dfc, 2025-06-02); a one-sided miss ->
+    # NaN distances (a805dd9, 2025-04-23); AVDR |Vp - Vr| / Vr: NaN for an empty reference.
+    "metrics_reloaded": _metrics_reloaded(
+        "metrics_reloaded", "Project-MONAI/MetricsReloaded main @ cb38dfc (2025-06-02)",
+        nsd_both=1.0, vd_both=NAN, vd_target=NAN),
+    # MetricsReloaded at 00219d0 (2024-06-06, on pull-request refs only): both empty -> NSD 0/0;
+    # a one-sided miss makes measured_distance raise (np.percentile of an empty array);
+    # rel_vol_error is 0 % for two empty masks and +100 % for an empty reference.
+    "metrics_reloaded_00219d0": _metrics_reloaded(
+        "metrics_reloaded_00219d0", "Project-MONAI/MetricsReloaded @ 00219d0 (2024-06-06)",
+        nsd_both=NAN, vd_both=0.0, vd_target=1.0),
     # BraTS 2023 lesion-wise evaluation: DeepMind surfaces and robust Hausdorff; both empty ->
     # Dice 1 / HD95 0; one empty -> Dice 0 / HD95 373.13 (the diagonal of 240x240x155 at 1 mm).
     "brats": SegConvention(
@@ -173,6 +253,7 @@ CONVENTIONS: dict[str, SegConvention] = {
         },
         dict(_DEFAULT_ONE),
         default_empty_distance=373.13,
+        reference="BraTS 2023 lesion-wise evaluation (surface-distance 0.1 surfels)",
     ),
 }
 

@@ -6,8 +6,10 @@ one-hot ``(B, C, *spatial)`` with ``one_hot=True``, or a list of differently siz
 return a float64 ``(B, C)`` tensor on the input's device; ``C`` excludes class 0 unless
 ``include_background=True``. Distances are in millimetres (``spacing``: mm per spatial axis,
 one tuple for the batch or one per case). ``convention`` picks the rules of a peer library —
-``"default"``, ``"monai"``, ``"deepmind"``, ``"medpy"``, ``"metrics_reloaded"``, ``"brats"``
-(see :mod:`medimg_bench.metrics.seg_conventions` and ``docs/metrics.md``).
+``"default"``, ``"monai"``, ``"deepmind"``, ``"medpy"``, ``"metrics_reloaded"`` (MetricsReloaded's
+main branch), ``"metrics_reloaded_00219d0"``, ``"brats"`` (see
+:mod:`medimg_bench.metrics.seg_conventions` and ``docs/metrics.md``). An option a metric does not
+read (e.g. ``percentile`` for Dice) is an error naming it.
 :func:`segmentation_scores` computes several metrics from one surface extraction per class.
 """
 
@@ -22,6 +24,8 @@ from medimg_bench.metrics._seg_core import (
     STATUS_ABSENT,
     STATUS_PRED_EMPTY,
     STATUS_TARGET_EMPTY,
+    SegOptions,
+    check_options,
     compute_scores,
     resolve_backend,
 )
@@ -69,10 +73,11 @@ def segmentation_scores(
     spatial_dims: int | None = None,
     convention: Convention = "default",
     percentile: float | None = None,
-    tolerance: float = 1.0,
+    tolerance: float | Sequence[float] | None = None,
     directed: bool = False,
     empty_distance: float | None = None,
-    relative: bool = True,
+    relative: bool | None = None,
+    distance_metric: str | None = None,
     backend: str = "auto",
     chunk_mb: float | None = None,
 ) -> dict[str, torch.Tensor]:
@@ -81,22 +86,26 @@ def segmentation_scores(
     Names: ``dice``, ``iou``, ``precision``, ``recall``, ``volume_difference`` (relative
     ``(Vp - Vt) / Vt``, or mm³ with ``relative=False``), ``hausdorff`` (max, or the
     ``percentile``), ``hd95`` (``percentile`` or 95), ``assd``, ``masd`` (mm) and ``nsd``
-    (fraction of surface within ``tolerance`` mm). ``spatial_dims`` (2 or 3) resolves a 3-D
-    tensor between a batch of 2D images (the default) and one volume; a flat ``spacing``
-    resolves it too. ``empty_distance`` (mm) replaces the convention's value for a one-sided
-    miss (default: the image diagonal in mm). ``backend``: ``"kdtree"`` (surfaces and
-    nearest-neighbour search on the CPU), ``"torch"`` (torch ops on the input's device,
-    exact distance transform or brute force, whichever is cheaper per class) or ``"auto"``
-    (torch for CUDA tensors, kdtree for CPU ones). ``chunk_mb`` bounds the torch backend's
-    temporaries (MiB; default 256 on GPUs).
+    (fraction of surface within ``tolerance`` mm: one number, or one per scored class; default
+    1). ``directed=True`` keeps prediction → target distances only (NSD: the share of the
+    prediction's surface within the tolerance). ``distance_metric``: ``"euclidean"`` (default),
+    ``"chessboard"`` or ``"taxicab"`` (conventions ``default`` and ``monai``). ``spatial_dims``
+    (2 or 3) resolves a 3-D tensor between a batch of 2D images (the default) and one volume; a
+    flat ``spacing`` resolves it too. ``empty_distance`` (mm) replaces the convention's empty
+    distance for a one-sided miss (default: the image diagonal in mm). An option that none of
+    ``metrics`` reads under ``convention`` is a ``ValueError`` naming it. ``backend``:
+    ``"kdtree"`` (surfaces and nearest-neighbour search on the CPU), ``"torch"`` (torch ops on
+    the input's device) or ``"auto"`` (torch for CUDA tensors, kdtree for CPU ones).
+    ``chunk_mb`` bounds the torch backend's temporaries (MiB; default 256 on GPUs).
     """
-    scores, _ = compute_scores(
-        pred, target, metrics=metrics, num_classes=num_classes,
-        include_background=include_background, spacing=spacing, one_hot=one_hot,
-        spatial_dims=spatial_dims, convention=convention, percentile=percentile,
-        tolerance=tolerance, directed=directed, empty_distance=empty_distance, relative=relative,
+    opts = SegOptions(
+        metrics=tuple(metrics), num_classes=num_classes, include_background=include_background,
+        spacing=spacing, one_hot=one_hot, spatial_dims=spatial_dims, convention=convention,
+        percentile=percentile, tolerance=tolerance, directed=directed,
+        empty_distance=empty_distance, relative=relative, distance_metric=distance_metric,
         backend=backend, chunk_mb=chunk_mb,
     )
+    scores, _ = compute_scores(pred, target, opts)
     return scores
 
 
@@ -114,7 +123,7 @@ def dice(pred: Any, target: Any, *, num_classes: int | None = None, include_back
 
 def iou(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
         one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default",
-         backend: str = "auto") -> torch.Tensor:
+        backend: str = "auto") -> torch.Tensor:
     """Intersection over union (Jaccard) ``|P∩T| / |P∪T|`` per case and class, ``(B, C)``."""
     return _one("iou", pred, target, num_classes=num_classes, include_background=include_background,
                 one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
@@ -122,8 +131,7 @@ def iou(pred: Any, target: Any, *, num_classes: int | None = None, include_backg
 
 def precision(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
               one_hot: bool = False, spatial_dims: int | None = None,
-              convention: Convention = "default",
-         backend: str = "auto") -> torch.Tensor:
+              convention: Convention = "default", backend: str = "auto") -> torch.Tensor:
     """Voxel precision ``|P∩T| / |P|`` per case and class, ``(B, C)``."""
     return _one("precision", pred, target, num_classes=num_classes, include_background=include_background,
                 one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
@@ -131,8 +139,7 @@ def precision(pred: Any, target: Any, *, num_classes: int | None = None, include
 
 def recall(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
            one_hot: bool = False, spatial_dims: int | None = None,
-           convention: Convention = "default",
-         backend: str = "auto") -> torch.Tensor:
+           convention: Convention = "default", backend: str = "auto") -> torch.Tensor:
     """Voxel recall (sensitivity) ``|P∩T| / |T|`` per case and class, ``(B, C)``."""
     return _one("recall", pred, target, num_classes=num_classes, include_background=include_background,
                 one_hot=one_hot, spatial_dims=spatial_dims, convention=convention, backend=backend)
@@ -141,8 +148,7 @@ def recall(pred: Any, target: Any, *, num_classes: int | None = None, include_ba
 def volume_difference(pred: Any, target: Any, *, num_classes: int | None = None,
                       include_background: bool = False, spacing: Any = None, relative: bool = True,
                       one_hot: bool = False, spatial_dims: int | None = None,
-                      convention: Convention = "default",
-         backend: str = "auto") -> torch.Tensor:
+                      convention: Convention = "default", backend: str = "auto") -> torch.Tensor:
     """Signed volume difference: ``(Vp - Vt) / Vt`` (``relative``) or ``Vp - Vt`` in mm³."""
     return _one("volume_difference", pred, target, num_classes=num_classes,
                 include_background=include_background, spacing=spacing, relative=relative,
@@ -152,8 +158,8 @@ def volume_difference(pred: Any, target: Any, *, num_classes: int | None = None,
 def hausdorff_distance(pred: Any, target: Any, *, num_classes: int | None = None,
                        include_background: bool = False, spacing: Any = None,
                        percentile: float | None = None, directed: bool = False,
-                       one_hot: bool = False, spatial_dims: int | None = None,
-                       convention: Convention = "default",
+                       distance_metric: str = "euclidean", one_hot: bool = False,
+                       spatial_dims: int | None = None, convention: Convention = "default",
                        empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
     """Hausdorff distance in mm, ``(B, C)``; the ``percentile`` (0-100) instead of the max.
 
@@ -161,50 +167,58 @@ def hausdorff_distance(pred: Any, target: Any, *, num_classes: int | None = None
     """
     return _one("hausdorff", pred, target, num_classes=num_classes,
                 include_background=include_background, spacing=spacing, percentile=percentile,
-                directed=directed, one_hot=one_hot, spatial_dims=spatial_dims,
-                convention=convention, empty_distance=empty_distance, backend=backend)
+                directed=directed, distance_metric=distance_metric, one_hot=one_hot,
+                spatial_dims=spatial_dims, convention=convention, empty_distance=empty_distance,
+                backend=backend)
 
 
 def hd95(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-         spacing: Any = None, percentile: float = 95.0, one_hot: bool = False,
-         spatial_dims: int | None = None, convention: Convention = "default",
-         empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
-    """95th-percentile Hausdorff distance in mm, ``(B, C)`` (percentile rule per convention)."""
+         spacing: Any = None, percentile: float = 95.0, directed: bool = False,
+         distance_metric: str = "euclidean", one_hot: bool = False, spatial_dims: int | None = None,
+         convention: Convention = "default", empty_distance: float | None = None,
+         backend: str = "auto") -> torch.Tensor:
+    """95th-percentile Hausdorff distance in mm, ``(B, C)`` (percentile rule per convention);
+    ``directed=True`` keeps only prediction → target distances."""
     return _one("hd95", pred, target, num_classes=num_classes, include_background=include_background,
-                spacing=spacing, percentile=percentile, one_hot=one_hot, spatial_dims=spatial_dims,
+                spacing=spacing, percentile=percentile, directed=directed,
+                distance_metric=distance_metric, one_hot=one_hot, spatial_dims=spatial_dims,
                 convention=convention, empty_distance=empty_distance, backend=backend)
 
 
 def assd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-         spacing: Any = None, one_hot: bool = False, spatial_dims: int | None = None,
-         convention: Convention = "default", empty_distance: float | None = None,
-         backend: str = "auto") -> torch.Tensor:
-    """Average symmetric surface distance in mm, ``(B, C)``.
-
-    Pooled mean over both surfaces' points (medpy: mean of the two directed means).
-    """
+         spacing: Any = None, directed: bool = False, distance_metric: str = "euclidean",
+         one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default",
+         empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
+    """Average symmetric surface distance in mm, ``(B, C)``: the mean over both surfaces' points
+    pooled; ``directed=True``: the mean distance of the prediction's surface to the target's."""
     return _one("assd", pred, target, num_classes=num_classes, include_background=include_background,
-                spacing=spacing, one_hot=one_hot, spatial_dims=spatial_dims, convention=convention,
-                empty_distance=empty_distance, backend=backend)
+                spacing=spacing, directed=directed, distance_metric=distance_metric, one_hot=one_hot,
+                spatial_dims=spatial_dims, convention=convention, empty_distance=empty_distance,
+                backend=backend)
 
 
 def masd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-         spacing: Any = None, one_hot: bool = False, spatial_dims: int | None = None,
-         convention: Convention = "default", empty_distance: float | None = None,
-         backend: str = "auto") -> torch.Tensor:
-    """Mean average surface distance (mean of the two directed means) in mm, ``(B, C)``."""
+         spacing: Any = None, directed: bool = False, distance_metric: str = "euclidean",
+         one_hot: bool = False, spatial_dims: int | None = None, convention: Convention = "default",
+         empty_distance: float | None = None, backend: str = "auto") -> torch.Tensor:
+    """Mean average surface distance (mean of the two directed means) in mm, ``(B, C)``;
+    ``directed=True``: the prediction → target mean only."""
     return _one("masd", pred, target, num_classes=num_classes, include_background=include_background,
-                spacing=spacing, one_hot=one_hot, spatial_dims=spatial_dims, convention=convention,
-                empty_distance=empty_distance, backend=backend)
+                spacing=spacing, directed=directed, distance_metric=distance_metric, one_hot=one_hot,
+                spatial_dims=spatial_dims, convention=convention, empty_distance=empty_distance,
+                backend=backend)
 
 
 def nsd(pred: Any, target: Any, *, num_classes: int | None = None, include_background: bool = False,
-        spacing: Any = None, tolerance: float = 1.0, one_hot: bool = False,
-        spatial_dims: int | None = None, convention: Convention = "default",
-         backend: str = "auto") -> torch.Tensor:
-    """Normalised surface distance (surface Dice) at ``tolerance`` mm, in [0, 1], ``(B, C)``."""
+        spacing: Any = None, tolerance: float | Sequence[float] = 1.0, directed: bool = False,
+        distance_metric: str = "euclidean", one_hot: bool = False, spatial_dims: int | None = None,
+        convention: Convention = "default", backend: str = "auto") -> torch.Tensor:
+    """Normalised surface distance (surface Dice) at ``tolerance`` mm (one number, or one per
+    scored class), in [0, 1], ``(B, C)``; ``directed=True``: the share of the prediction's
+    surface within the tolerance of the target's (DeepMind's surface overlap)."""
     return _one("nsd", pred, target, num_classes=num_classes, include_background=include_background,
-                spacing=spacing, tolerance=tolerance, one_hot=one_hot, spatial_dims=spatial_dims,
+                spacing=spacing, tolerance=tolerance, directed=directed,
+                distance_metric=distance_metric, one_hot=one_hot, spatial_dims=spatial_dims,
                 convention=convention, backend=backend)
 
 
@@ -239,10 +253,11 @@ class _SegBase(Metric):
         class_names: Sequence[str] | None = None,
         convention: Convention = "default",
         percentile: float | None = None,
-        tolerance: float = 1.0,
+        tolerance: float | Sequence[float] | None = None,
         directed: bool = False,
         empty_distance: float | None = None,
-        relative: bool = True,
+        relative: bool | None = None,
+        distance_metric: str | None = None,
         one_hot: bool = False,
         backend: str = "auto",
         chunk_mb: float | None = None,
@@ -251,11 +266,16 @@ class _SegBase(Metric):
         if num_classes < 1 or num_classes - (0 if include_background else 1) < 1:
             raise ValueError(f"{self.name}: num_classes={num_classes} leaves no class to score")
         resolve_backend(backend, torch.device("cpu"))  # an unknown backend fails here, not in update
+        options = dict(percentile=percentile, tolerance=tolerance, directed=directed,
+                       empty_distance=empty_distance, relative=relative,
+                       distance_metric=distance_metric)
+        try:  # an option the metric does not read fails here, not in update
+            check_options(self.metric_names, convention, **options)
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
         self.num_classes = num_classes
         self.include_background = include_background
-        self.options = dict(convention=convention, percentile=percentile, tolerance=tolerance,
-                            directed=directed, empty_distance=empty_distance, relative=relative,
-                            backend=backend, chunk_mb=chunk_mb)
+        self.options = dict(convention=convention, backend=backend, chunk_mb=chunk_mb, **options)
         self.one_hot = one_hot
         for m in self.metric_names:
             self.add_state(f"scores_{m}", [], dist_reduce_fx="cat")
@@ -271,11 +291,10 @@ class _SegBase(Metric):
         p = preds if isinstance(preds, torch.Tensor) else torch.as_tensor(preds)
         ndim = p.ndim - (2 if self.one_hot else 1)
         spacing = _meta_spacing(meta, p.shape[0], ndim)
-        scores, status = compute_scores(
-            p, targets, metrics=self.metric_names, num_classes=self.num_classes,
-            include_background=self.include_background, spacing=spacing, one_hot=self.one_hot,
-            spatial_dims=ndim, **self.options,
-        )
+        opts = SegOptions(metrics=tuple(self.metric_names), num_classes=self.num_classes,
+                          include_background=self.include_background, spacing=spacing,
+                          one_hot=self.one_hot, spatial_dims=ndim, **self.options)
+        scores, status = compute_scores(p, targets, opts)
         self._add_ids(ids, status.shape[0])
         for m in self.metric_names:
             getattr(self, f"scores_{m}").append(scores[m])

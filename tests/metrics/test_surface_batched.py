@@ -58,7 +58,8 @@ def _compare(p, t, *, one_hot=False, **kw):
             torch.testing.assert_close(a[m], b[m], rtol=0, atol=0, equal_nan=True, msg=m)
 
 
-@pytest.mark.parametrize("convention", ["default", "monai", "medpy", "metrics_reloaded", "deepmind", "brats"])
+@pytest.mark.parametrize("convention", ["default", "monai", "medpy", "metrics_reloaded",
+                                        "metrics_reloaded_00219d0", "deepmind", "brats"])
 def test_every_convention_equals_kdtree(forced, convention):
     if convention in ("deepmind", "brats"):
         pytest.importorskip("surface_distance")  # the surfel area tables
@@ -75,6 +76,14 @@ def test_options_and_tiny_groups_equal_kdtree(forced, options, monkeypatch):
         monkeypatch.setattr(_surface_batched, "GROUP_SLACK", 1.0)
     _compare(p, t, num_classes=12, spacing=(1 / 3, 0.7, 1.1), tolerance=1.0, spatial_dims=3,
              metrics=("hausdorff", "hd95", "assd", "nsd"), **options)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_per_class_tolerances_equal_kdtree(forced, directed):
+    """One NSD tolerance per class (MONAI's class_thresholds) reaches each class of a group."""
+    p, t = _organs(6)
+    _compare(p, t, num_classes=12, spacing=(0.8, 0.8, 2.5), spatial_dims=3, directed=directed,
+             tolerance=[0.5 + 0.4 * c for c in range(11)], metrics=("nsd", "hd95"))
 
 
 def test_two_d_one_hot_and_several_cases(forced):

@@ -21,7 +21,9 @@ import math
 import re
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
 
 import numpy as np
 
@@ -213,8 +215,10 @@ def meteor_scores(
     generated: Sequence[str], references: Sequence[str | Sequence[str]]
 ) -> tuple[float, np.ndarray]:
     """Corpus METEOR 1.5 and per-report values through pycocoevalcap's jar (needs Java and
-    pycocoevalcap); raises RuntimeError naming what is missing."""
+    pycocoevalcap); raises RuntimeError naming what is missing, ValueError on empty input (before
+    Java starts). The Java process is always ended before returning or raising."""
     refs_all = _check_pairs(generated, references)
+    _check_not_empty(generated, "meteor_scores")
     if not java_available():
         raise RuntimeError("METEOR needs Java: no 'java' executable on the PATH")
     try:
@@ -223,14 +227,36 @@ def meteor_scores(
         raise RuntimeError("METEOR needs pycocoevalcap (pip install pycocoevalcap)") from exc
     gts = {i: refs for i, refs in enumerate(refs_all)}
     res = {i: [h if h.strip() else "."] for i, h in enumerate(generated)}  # the jar needs a token
-    scorer = Meteor()
-    try:
+    with _meteor_process(Meteor) as scorer:
         corpus, per = scorer.compute_score(gts, res)
-    finally:
-        close = getattr(scorer, "close", None)
-        if callable(close):
-            close()
     return float(corpus), np.asarray(per, dtype=float)
+
+
+def _check_not_empty(generated: Sequence[str], name: str) -> None:
+    if len(generated) == 0:
+        raise ValueError(f"{name}: no reports to score (empty input)")
+
+
+@contextmanager
+def _meteor_process(factory: Any) -> Iterator[Any]:
+    """A pycocoevalcap ``Meteor`` whose Java process is ended on leaving, even after an error.
+
+    Its ``compute_score`` takes a lock and does not release it when it raises, and its
+    ``__del__`` waits for that lock before killing the process, so a failed call used to leave
+    the interpreter hanging at exit."""
+    scorer = factory()
+    try:
+        yield scorer
+    finally:
+        proc = scorer.meteor_p
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with suppress(OSError):
+                    stream.close()
+        proc.kill()
+        proc.wait()
+        if scorer.lock.locked():
+            scorer.lock.release()
 
 
 def report_text_scores(
@@ -244,8 +270,10 @@ def report_text_scores(
     present, or when ``meteor=True``) as pycocoevalcap computes them on the same tokens.
 
     ``tokenized=False`` runs :func:`tokenize` on every text first; pass already tokenised
-    strings with ``tokenized=True`` to compare with other tools on identical inputs."""
+    strings with ``tokenized=True`` to compare with other tools on identical inputs. No reports
+    at all is a ValueError (nothing is started)."""
     refs_all = _check_pairs(generated, references)
+    _check_not_empty(generated, "report_text_scores")
     if not tokenized:
         generated = [tokenize(g) for g in generated]
         refs_all = [[tokenize(r) for r in refs] for refs in refs_all]

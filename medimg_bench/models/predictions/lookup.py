@@ -1,0 +1,68 @@
+"""What every predictions-on-disk adapter shares: lookup by sample id, unknown-id warnings, file discovery."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+class _Lookup:
+    """Shared parts: ``to``/``eval``/``train`` for the engine, identity for checkpoints."""
+
+    name = "predictions"
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.device = torch.device("cpu")
+        self.module = torch.nn.Identity()  # the engine counts parameters in reprs; there are none
+
+    def to(self, device: Any) -> _Lookup:
+        self.device = torch.device(device)
+        return self
+
+    def eval(self) -> _Lookup:
+        return self
+
+    def train(self, mode: bool = True) -> _Lookup:
+        return self
+
+    def parameters(self) -> Any:
+        return iter(())
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The predictions file(s): path, size and modification time (a changed file is another model)."""
+        files = [self.source] if self.source.is_file() else sorted(self.source.glob("*"))
+        return {"kind": type(self).__name__, "source": str(self.source),
+                "files": [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files if p.is_file()]}
+
+    def _missing(self, sid: str) -> KeyError:
+        return KeyError(f"no prediction for sample {sid!r} in {str(self.source)!r}")
+
+    def _known_ids(self) -> set[str]:
+        if hasattr(self, "scores"):
+            return set(self.scores)
+        return {p.name.removesuffix(".gz").removesuffix(".nii") for p in self.source.glob("*.nii*")}
+
+    def check_ids(self, ids: Sequence[Any]) -> int:
+        """Warn once about predictions whose id the dataset does not have; returns their count."""
+        return _warn_unknown(self._known_ids(), ids, self.source)
+
+
+def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
+    extra = sorted(known - {str(i) for i in ids})
+    if extra:
+        log.warning("predictions %s: %d prediction(s) for ids the dataset does not have "
+                    "(ignored), e.g. %s", source, len(extra), extra[:5])
+    return len(extra)
+
+
+def _find(root: Path, names: Sequence[str]) -> Path | None:
+    if root.is_file():
+        return root
+    return next((root / n for n in names if (root / n).exists()), None)

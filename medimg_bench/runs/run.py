@@ -1,0 +1,231 @@
+"""Config-driven runs, in phases: resolve the config, build dataset / model / task, train when
+asked, hand over to ``evaluate`` or to a protocol, write the run directory.
+
+The CLI, Hydra sweeps and the Python API (:func:`run`) all go through :func:`run_config`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from medimg_bench.builders import build_dataset, build_model
+from medimg_bench.engine.run_dir import check_run_dir
+from medimg_bench.runs.compose import compose_config, plain
+
+__all__ = ["run", "run_config", "seed_everything"]
+
+
+def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str] = ()) -> Any:
+    """Execute one composed config into ``run_dir``; returns :class:`Results` (or, for a
+    benchmark config, a dict entry name → Results)."""
+    run_dir = Path(run_dir)
+    c = plain(cfg)
+    if c.get("benchmark"):
+        return _run_benchmark(c, run_dir, parent_overrides)
+    if c.get("protocol"):
+        from medimg_bench.protocols import run_protocol
+
+        return run_protocol(c, run_dir)
+    from medimg_bench.engine.runner import parse_shard
+
+    parse_shard(c.get("shard"))  # a bad spec fails before anything is built
+    run_dir, rank, world_size = _shared_run_dir(run_dir)
+    finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
+    if finished is not None:
+        return finished
+    device = _device(c.get("device"), world_size)
+    seed_everything(int(c["seed"]))
+    task, dataset, model = _build(c)
+    train_info = _train(c, model, task, run_dir, device=device, rank=rank)
+    results = _evaluate(c, model, dataset, task, run_dir, device=device)
+    _write(c, results, run_dir, train_info)
+    return results
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _shared_run_dir(run_dir: Path) -> tuple[Path, int, int]:
+    """(run directory, rank, world size): under torchrun every rank writes its checkpoint part
+    under rank 0's run directory."""
+    from medimg_bench.engine.distributed import maybe_init_distributed
+
+    rank, world_size = maybe_init_distributed()
+    if world_size > 1:
+        import torch.distributed as dist
+
+        box = [str(run_dir)]
+        dist.broadcast_object_list(box, src=0)
+        run_dir = Path(box[0])
+    return run_dir, rank, world_size
+
+
+def _device(device: Any, world_size: int) -> Any:
+    """The configured device; under torchrun with ``auto`` each rank's own GPU."""
+    if world_size > 1 and device in (None, "auto"):
+        import torch
+
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """(task, evaluation dataset, model) of a config."""
+    from medimg_bench.registry import create_task
+
+    task_options = dict(c["task"].get("options") or {})
+    if c.get("scoring"):  # VQA harness profile (configs/scoring/)
+        task_options["scoring"] = c["scoring"]
+    task = create_task(c["task"]["name"], **task_options)
+    dcfg = c["dataset"]
+    dataset = build_dataset(dcfg, dcfg.get("split"))
+    return task, dataset, build_model(c["model"], dataset)
+
+
+def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device: Any, rank: int) -> dict | None:
+    """Train when ``train.enabled`` (or reload the weights a resumed run already trained);
+    returns the manifest's ``training`` entry, or None."""
+    tcfg = c.get("train") or {}
+    weights = run_dir / "model.safetensors"
+    if tcfg.get("enabled") and c.get("resume") and weights.exists():
+        from medimg_bench.models.base import load_checkpoint
+
+        load_checkpoint(model.module, weights)  # trained before the interruption
+        return {"resumed_from": str(weights)}
+    if not tcfg.get("enabled"):
+        return None
+    from medimg_bench.engine.runner import resolve_device
+    from medimg_bench.models.training import fit, fit_config_options
+
+    dcfg = c["dataset"]
+    if not dcfg.get("train_split"):
+        raise ValueError(f"train.enabled=true but dataset {dcfg['name']!r} has no train_split")
+    train_set = build_dataset(dcfg, dcfg["train_split"])
+    val_set = build_dataset(dcfg, tcfg.get("val_split") or "val") if tcfg.get("select_on") else None
+    model.to(resolve_device(device))
+    tr = fit(
+        model, train_set, loss_fn=task.loss, max_steps=int(tcfg["max_steps"]),
+        max_seconds=tcfg.get("max_seconds"), lr=float(tcfg["lr"]),
+        weight_decay=float(tcfg.get("weight_decay", 0.0)), batch_size=int(tcfg["batch_size"]),
+        seed=int(c["seed"]), progress=bool(c.get("progress", True)) and rank == 0,
+        cache=bool(tcfg.get("cache", False)), num_workers=int(tcfg.get("num_workers", 0)),
+        val_dataset=val_set, **fit_config_options(tcfg),
+    )
+    info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
+            "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
+    if tr.best_epoch is not None:  # train.select_on: the epoch kept and the validation curve
+        info.update(select_on=tcfg["select_on"], n_val=len(val_set), best_epoch=tr.best_epoch,
+                    best_val=tr.best_val, val_curve=[[e, v] for e, v in tr.val_curve])
+    if rank == 0:
+        _save_weights(model, weights)
+    return info
+
+
+def _save_weights(model: Any, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
+    save_file(state, str(path))
+
+
+def _evaluate(c: Mapping[str, Any], model: Any, dataset: Any, task: Any, run_dir: Path, *, device: Any) -> Any:
+    """The engine's evaluation with the run's options."""
+    from medimg_bench.engine.runner import evaluate
+
+    return evaluate(
+        model, dataset, task=task, metrics=c.get("metrics"), batch_size=int(c["batch_size"]),
+        num_workers=int(c.get("num_workers", 0)), device=device, amp=bool(c.get("amp")),
+        fail_fast=bool(c.get("fail_fast")), progress=bool(c.get("progress", True)),
+        n_resamples=int(c["bootstrap"]["n_resamples"]), confidence=float(c["bootstrap"]["confidence"]),
+        seed=int(c["seed"]), name=f"{c['task']['name']}/{c['dataset']['name']}",
+        subgroups=list(c.get("subgroups") or []),
+        checkpoint=run_dir / "checkpoint",
+        checkpoint_every=int(c.get("checkpoint_every", 20)),
+        checkpoint_interval_s=float(c.get("checkpoint_interval_s") or 0.0),
+        shard=c.get("shard"),
+    )
+
+
+def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict | None) -> None:
+    """Write the run directory (rank 0 only), drop the checkpoint, print the summary."""
+    from medimg_bench.engine.distributed import is_main_process, world
+
+    if train_info:
+        results.manifest["training"] = train_info
+    results.manifest["world_size"] = world()[1]
+    if not is_main_process():  # under torchrun every rank holds the gathered results; one writes
+        return
+    from medimg_bench.engine.checkpoint import remove_checkpoint
+    from medimg_bench.engine.report import print_summary
+    from medimg_bench.engine.results import redact_secrets
+
+    config = redact_secrets(c)
+    results.save(run_dir, config=config)
+    if c.get("shard"):
+        from medimg_bench.engine.merge import save_shard_state
+
+        save_shard_state(results, run_dir, config=config)
+    remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything
+    print_summary(results)
+
+
+def _merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """Overrides of ``extra`` replace those of ``base`` with the same key."""
+    merged: dict[str, str] = {}
+    for o in [*base, *extra]:
+        merged[o.split("=", 1)[0].lstrip("+~")] = o
+    return list(merged.values())
+
+
+def _run_benchmark(c: Mapping[str, Any], run_dir: Path, parent_overrides: Sequence[str]) -> dict[str, Any]:
+    """Run every entry of ``c["benchmark"]`` into a sub-directory; writes ``benchmark.json``."""
+    bench = c["benchmark"]
+    user = [
+        o for o in parent_overrides
+        if o.split("=", 1)[0].lstrip("+~") not in ("benchmark", "run_name", "hydra")
+        and not o.split("=", 1)[0].lstrip("+~").startswith(("benchmark.", "hydra."))
+    ]
+    out: dict[str, Any] = {}
+    index: dict[str, Any] = {"benchmark": bench.get("name"), "entries": {}}
+    for entry, overrides in (bench.get("entries") or {}).items():
+        sub_cfg = compose_config(_merge_overrides(list(overrides), user))
+        res = run_config(sub_cfg, run_dir / entry)
+        out[entry] = res
+        index["entries"][entry] = {
+            "run_dir": str(run_dir / entry),
+            "means": {k: v.get("mean", {}).get("value") for k, v in res.summary["metrics"].items()},
+            "n_failed": res.summary["n_failed"],
+        }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "benchmark.json").write_text(json.dumps(index, indent=2))
+    return out
+
+
+def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> Any:
+    """Python API: compose the config with ``overrides`` and run it.
+
+    ``run_dir`` defaults to ``<output_dir>/<date>/<time>_<task>_<dataset>``. Returns what
+    :func:`run_config` returns; the directory is ``results.run_dir``.
+    """
+    cfg = compose_config(overrides)
+    if run_dir is None and cfg.get("resume"):
+        run_dir = cfg.resume
+    if run_dir is None:
+        now = datetime.now()
+        run_dir = Path(cfg.output_dir) / now.strftime("%Y-%m-%d") / (
+            f"{now.strftime('%H-%M-%S-%f')}_{cfg.run_name}"
+        )
+    return run_config(cfg, run_dir, parent_overrides=overrides)
