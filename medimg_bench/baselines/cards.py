@@ -72,18 +72,7 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
             raise _err(where, key, "must be a non-empty string")
     if card["status"] not in STATUSES:
         raise _err(where, "status", f"{card['status']!r} is not one of {STATUSES}")
-    src = card["source"]
-    if not isinstance(src, Mapping):
-        raise _err(where, "source", "must be a mapping")
-    for key in ("paper", "table"):
-        if not isinstance(src.get(key), str) or not src.get(key):
-            raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
-    for key in ("read_from", "note"):
-        if key in src and (not isinstance(src[key], str) or not src[key]):
-            raise _err(where, f"source.{key}", "must be a non-empty string when present")
-    if card["status"] == "ready" and not src.get("read_from"):
-        raise _err(where, "source.read_from", "a 'ready' card must say where its published values "
-                   "were read (URL or repository + path of the text, table and page)")
+    _validate_source(card, where)
     pfor = card.get("published_for")
     if pfor is not None:
         params = card.get("params") or {}
@@ -117,35 +106,7 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
         raise _err(where, "metrics", "must be a non-empty list")
     any_null = False
     for i, m in enumerate(mets):
-        f = f"metrics[{i}]"
-        if not isinstance(m, Mapping):
-            raise _err(where, f, "must be a mapping")
-        for key in ("metric", "convention"):
-            if not isinstance(m.get(key), str) or not m.get(key):
-                raise _err(where, f"{f}.{key}", "missing")
-        pub = m.get("published")
-        if by is not None and pub is None:
-            pass  # the values are in published_by
-        elif isinstance(pub, Mapping):
-            if not pub or not all(_num_or_null(v) for v in pub.values()):
-                raise _err(where, f"{f}.published", "per-class values must be numbers or null")
-            any_null |= any(v is None for v in pub.values())
-        elif _num_or_null(pub):
-            any_null |= pub is None
-        else:
-            raise _err(where, f"{f}.published", "must be a number, null or {class: number}")
-        rule = m.get("rule", "ci")
-        if rule not in _RULES:
-            raise _err(where, f"{f}.rule", f"{rule!r} is not one of {_RULES}")
-        if rule == "abs_tol":
-            tol = m.get("tolerance")
-            if not isinstance(tol, int | float) or isinstance(tol, bool) or tol < 0:
-                raise _err(where, f"{f}.tolerance", "abs_tol needs a tolerance >= 0")
-            if not m.get("tolerance_reason"):
-                raise _err(where, f"{f}.tolerance_reason", "say why the tolerance is this wide")
-        scale = m.get("scale", 1.0)
-        if not isinstance(scale, int | float) or scale <= 0:
-            raise _err(where, f"{f}.scale", "must be a positive number (100 for percentages)")
+        any_null |= _validate_metric(m, f"metrics[{i}]", where, values_elsewhere=by is not None)
     if any_null and card["status"] == "ready":
         raise _err(where, "status", "a card with null published values cannot be 'ready' "
                    "(use needs_source)")
@@ -155,6 +116,54 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     if not isinstance(exp, Mapping):
         raise _err(where, "dataset.expected", "must be a mapping")
     return card
+
+
+def _validate_source(card: Mapping[str, Any], where: str) -> None:
+    src = card["source"]
+    if not isinstance(src, Mapping):
+        raise _err(where, "source", "must be a mapping")
+    for key in ("paper", "table"):
+        if not isinstance(src.get(key), str) or not src.get(key):
+            raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
+    for key in ("read_from", "note"):
+        if key in src and (not isinstance(src[key], str) or not src[key]):
+            raise _err(where, f"source.{key}", "must be a non-empty string when present")
+    if card["status"] == "ready" and not src.get("read_from"):
+        raise _err(where, "source.read_from", "a 'ready' card must say where its published values "
+                   "were read (URL or repository + path of the text, table and page)")
+
+
+def _validate_metric(m: Any, f: str, where: str, *, values_elsewhere: bool) -> bool:
+    """Check one ``metrics[i]`` entry; returns whether it holds a null published value."""
+    if not isinstance(m, Mapping):
+        raise _err(where, f, "must be a mapping")
+    for key in ("metric", "convention"):
+        if not isinstance(m.get(key), str) or not m.get(key):
+            raise _err(where, f"{f}.{key}", "missing")
+    pub, any_null = m.get("published"), False
+    if values_elsewhere and pub is None:
+        pass  # the values are in published_by
+    elif isinstance(pub, Mapping):
+        if not pub or not all(_num_or_null(v) for v in pub.values()):
+            raise _err(where, f"{f}.published", "per-class values must be numbers or null")
+        any_null = any(v is None for v in pub.values())
+    elif _num_or_null(pub):
+        any_null = pub is None
+    else:
+        raise _err(where, f"{f}.published", "must be a number, null or {class: number}")
+    rule = m.get("rule", "ci")
+    if rule not in _RULES:
+        raise _err(where, f"{f}.rule", f"{rule!r} is not one of {_RULES}")
+    if rule == "abs_tol":
+        tol = m.get("tolerance")
+        if not isinstance(tol, int | float) or isinstance(tol, bool) or tol < 0:
+            raise _err(where, f"{f}.tolerance", "abs_tol needs a tolerance >= 0")
+        if not m.get("tolerance_reason"):
+            raise _err(where, f"{f}.tolerance_reason", "say why the tolerance is this wide")
+    scale = m.get("scale", 1.0)
+    if not isinstance(scale, int | float) or scale <= 0:
+        raise _err(where, f"{f}.scale", "must be a positive number (100 for percentages)")
+    return any_null
 
 
 def _validate_published_by(by: Any, card: Mapping[str, Any], where: str) -> None:
