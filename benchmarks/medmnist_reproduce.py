@@ -54,7 +54,7 @@ def run_pass(jobs: list[tuple[str, list[int]]], flags: list[str], n: int, args: 
             continue
         for flag in flags:
             run_dir = Path(args.out) / card / f"flag={flag}"
-            ovs = [f"flag={flag}", f"dataset.root={args.root}", "progress=false", *args.overrides]
+            ovs = [f"flag={flag}", f"dataset.root={args.root}", *args.overrides]  # progress: a line per epoch
             t0, load0 = time.perf_counter(), os.getloadavg()[0]
             out = reproduce(card, ovs, run_dir=run_dir, seeds=seeds[:n])
             entry = {"card": card, "flag": flag, "seeds": seeds[:n], "wall_s": round(time.perf_counter() - t0, 1),
