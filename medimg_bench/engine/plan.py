@@ -9,9 +9,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
+from medimg_bench.datasets.base import dataset_identity
 from medimg_bench.engine.loader import sample_ids
 from medimg_bench.engine.options import EvalOptions
 from medimg_bench.engine.results import Records
@@ -103,24 +103,20 @@ def plan_samples(dataset: Any, options: EvalOptions) -> SamplePlan:
 
 
 class RunIdentity:
-    """What produced a run's numbers; each fingerprint is computed once, when first needed
-    (hashing a manifest or the weights takes time: a new run that never saves a checkpoint
-    computes them only for its manifest)."""
+    """What produced a run's numbers: the data's identity (manifest, file contents, options;
+    ``datasets/base.py``), computed for every run since the manifest of the results holds it
+    (file hashes are cached), and the checkpoint key, computed when first needed (hashing the
+    weights takes ~1 s per GB: a run that never saves a checkpoint does not)."""
 
     def __init__(self, dataset: Any, task: Any, model: Any, metrics: Mapping[str, Metric],
                  options: EvalOptions) -> None:
         self.dataset, self.task, self.model, self.metrics, self.options = dataset, task, model, metrics, options
-
-    @cached_property
-    def dataset_fingerprint(self) -> str | None:
-        fp = getattr(self.dataset, "fingerprint", None)
-        return fp() if callable(fp) else None
+        self.data = dataset_identity(dataset)
 
     def checkpoint_key(self) -> dict[str, Any]:
         """The key every checkpoint part carries: a part of another run is refused by field."""
-        fp = self.dataset_fingerprint
         return {
-            "dataset": fp if fp is not None else str(len(self.dataset)),
+            "dataset": self.data,
             "task": object_settings(self.task),
             "model": model_fingerprint(self.model),
             "metrics": {k: metric_settings(m) for k, m in sorted(self.metrics.items())},

@@ -291,7 +291,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
         "dataset": {
             "name": getattr(dataset, "name", type(dataset).__name__),
             "n_samples": len(dataset),
-            "fingerprint": run.identity.dataset_fingerprint,
+            "fingerprint": run.identity.data.get("fingerprint"),
+            "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },
