@@ -239,15 +239,16 @@ def test_retry_failed_predicts_exactly_the_failed_samples_again(cxr, tmp_path):
 
 
 def test_a_run_that_never_saves_computes_no_checkpoint_key(tmp_path, monkeypatch):
-    """The key (dataset and weights hashes) is computed when a save or a resume needs it; the
-    manifest's dataset fingerprint is computed once. (A run with failures saves at the end.)"""
+    """The key (the weights' hash) is computed when a save or a resume needs it; the dataset's
+    identity (manifest, file contents) once, for the manifest and the key. (A run with failures
+    saves at the end.)"""
     cxr = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
     calls = []
-    real = type(cxr).fingerprint
-    monkeypatch.setattr(type(cxr), "fingerprint", lambda self: calls.append(1) or real(self))
+    real = type(cxr).identity
+    monkeypatch.setattr(type(cxr), "identity", lambda self: calls.append(1) or real(self))
     res = evaluate(CountingModel(), cxr, task="classification", metrics={"auroc": {}}, batch_size=3,
                    progress=False, n_resamples=5, checkpoint=tmp_path / "ck", checkpoint_every=1,
                    checkpoint_interval_s=3600)
     assert not (tmp_path / "ck").exists() and len(calls) == 1
-    assert res.manifest["dataset"]["fingerprint"] == real(cxr)
+    assert res.manifest["dataset"]["fingerprint"] == cxr.fingerprint()
     assert res.manifest["model_fingerprint"]["name"] == "counting"

@@ -146,17 +146,32 @@ def _image_file(overrides, index):
 
 
 def test_resume_of_a_finished_run_with_failures_predicts_exactly_them_again(tmp_path, monkeypatch, capsys):
+    """The model (a server) was down for one sample: a resume predicts exactly that one again.
+    The data must be the same: a repaired file changes the dataset's identity, and the
+    checkpoint of the run is refused (tests/robustness/test_resume_changed_inputs.py)."""
+    from medimg_bench.models.classification import ClassifierAdapter
+
     monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
     clean = run(TINY, run_dir=tmp_path / "clean")
-    sid, image = _image_file(TINY, 2)
-    good = image.read_bytes()
-    image.write_bytes(b"unreadable for now")  # a network drive that was down
+    sid, _ = _image_file(TINY, 2)
+    real, asked = ClassifierAdapter.predict, []
+
+    def down_for_one(self, batch):
+        asked.extend(batch["id"])
+        if sid in batch["id"]:
+            raise ConnectionError("server down")
+        return real(self, batch)
+
+    monkeypatch.setattr(ClassifierAdapter, "predict", down_for_one)
     broken = run(TINY, run_dir=tmp_path / "run")
     assert broken.summary["failed_ids"] == [sid]
+    assert "[predict] ConnectionError: server down" in broken.failures.set_index("id")["error"][sid]
     assert (tmp_path / "run" / "checkpoint").is_dir()  # kept: what a resume needs
     assert f"resume={tmp_path / 'run'} predicts exactly them again" in capsys.readouterr().out
-    image.write_bytes(good)
+    monkeypatch.setattr(ClassifierAdapter, "predict", lambda self, batch: asked.extend(batch["id"]) or real(self, batch))
+    asked.clear()
     again = run([*TINY, f"resume={tmp_path / 'run'}"])
+    assert asked == [sid]  # only the failed sample was predicted again
     assert "predicting exactly those again" in capsys.readouterr().out
     assert again.summary == clean.summary
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == json.loads(

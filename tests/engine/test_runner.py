@@ -166,7 +166,7 @@ def test_evaluate_keywords_are_the_options_and_run_evaluation_gives_the_same_run
 
 def test_engine_functions_stay_small():
     """No engine function over 80 lines or with more than 10 parameters, except ``evaluate``,
-    whose keyword-only options are its public API (docs/design.md, "Function size")."""
+    whose keyword-only options are its public API (docs/design.md, "Small functions")."""
     import ast
     from pathlib import Path
 
