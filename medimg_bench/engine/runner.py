@@ -178,6 +178,8 @@ def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metr
     device = resolve_device(options.device)
     model.to(device)
     model.eval()
+    if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
+        model.bind_dataset(dataset)
     clock = _Clock.begin()
     plan = plan_samples(dataset, options)
     identity = RunIdentity(dataset, task, model, metrics, options)
