@@ -17,7 +17,7 @@ import torch
 
 __all__ = ["run_protocol", "aggregate_seeds", "PROTOCOLS"]
 
-PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retrieval")
+PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retrieval", "mil", "regression_probe")
 
 
 def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
@@ -48,7 +48,7 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
     seeds = [int(s) for s in (p.get("seeds") or [c["seed"]])]
     start = time.perf_counter()
     fn = {"linear_probe": _probe, "knn": _probe, "few_shot": _probe, "fine_tune": _fine_tune,
-          "zero_shot": _zero_shot, "retrieval": _retrieval}[name]
+          "zero_shot": _zero_shot, "retrieval": _retrieval, "mil": _mil, "regression_probe": _regression}[name]
     per_seed: dict[int, Any] = {}
     extra: dict[str, Any] = {}
     for seed in seeds:
@@ -191,6 +191,18 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
         probs = run(best_k, te.x)
     summary, samples = _score(c, probs, te.y if ml else te.y.reshape(-1), te.ids, te.patients, classes, seed)
     return {"summary": summary, "samples": samples, "info": info}
+
+
+def _mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.protocols.mil import run_mil
+
+    return run_mil(c, p, seed, run_dir, extra)
+
+
+def _regression(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.protocols.regression import run_regression_probe
+
+    return run_regression_probe(c, p, seed, run_dir, extra)
 
 
 # -- fine-tune ------------------------------------------------------------------------------------
