@@ -21,7 +21,6 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -249,14 +248,14 @@ def train_mil(train: Bags, val: Bags, *, num_classes: int, settings: MILSettings
 
 
 # -- the protocol --------------------------------------------------------------------------------
-def _bags_of_splits(c: Mapping[str, Any], p: Mapping[str, Any], extra: dict[str, Any]) -> dict[str, Bags]:
+def _bags_of_splits(c: Mapping[str, Any], p: Mapping[str, Any], extra: dict[str, Any],
+                    shared: Mapping[str, Any]) -> dict[str, Bags]:
     from medimg_bench.protocols.embeddings import cached_embeddings
-    from medimg_bench.protocols.run import _datasets, _encoder, _model_key
 
-    train, val, test = _datasets(c, p)
-    enc = _encoder(c, test)
+    train, val, test = shared["datasets"](c, p)
+    enc = shared["encoder"](c, test)
     e = dict(p.get("embeddings") or {})
-    kw = {"model_name": _model_key(c), "cache_dir": e.get("cache_dir"), "batch_size": int(e.get("batch_size", 64)),
+    kw = {"model_name": shared["model_key"](c), "cache_dir": e.get("cache_dir"), "batch_size": int(e.get("batch_size", 64)),
           "num_workers": int(e.get("num_workers", 0)), "amp": bool(c.get("amp"))}
     splits = {"train": (train, f"{c['dataset']['train_split']}-train"),
               "val": (val, p.get("val_split") or f"{c['dataset']['train_split']}-val"),
@@ -272,12 +271,13 @@ def _bags_of_splits(c: Mapping[str, Any], p: Mapping[str, Any], extra: dict[str,
     return bags
 
 
-def run_mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
-    """One seed of ``protocol=mil``: train the aggregator, score the test slides."""
-    from medimg_bench.protocols.run import _device, _score
-
+def run_mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, extra: dict[str, Any], *,
+            shared: Mapping[str, Any]) -> Any:
+    """One seed of ``protocol=mil``: train the aggregator, score the test slides. ``shared``:
+    the run module's helpers (datasets, encoder, model_key, device, score)."""
+    _device, _score = shared["device"], shared["score"]
     if "bags" not in extra:  # embeddings once per run, shared by every seed
-        extra["bags"] = _bags_of_splits(c, p, extra)
+        extra["bags"] = _bags_of_splits(c, p, extra, shared)
     bags, classes = extra["bags"], extra["classes"]
     o = dict(p.get("options") or {})
     st = MILSettings(aggregator=str(o.get("aggregator", "abmil")), epochs=int(o.get("epochs", 100)),

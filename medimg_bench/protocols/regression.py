@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,13 +87,14 @@ def _t_interval(values: Sequence[float], confidence: float) -> tuple[float | Non
     return round(float(v.mean()) - half, 6), round(float(v.mean()) + half, 6)
 
 
-def run_regression_probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
-                         extra: dict[str, Any]) -> Any:
-    """One seed of ``protocol=regression_probe`` over every fold of the dataset."""
+def run_regression_probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, extra: dict[str, Any], *,
+                         shared: Mapping[str, Any]) -> Any:
+    """One seed of ``protocol=regression_probe`` over every fold of the dataset (``shared``: the
+    run module's helpers)."""
     import pandas as pd
 
     if "emb" not in extra:
-        extra.update(_embeddings(c, p))
+        extra.update(_embeddings(c, p, shared))
     emb, ds = extra["emb"], extra["dataset"]
     o = dict(p.get("options") or {})
     sample_of = dict(zip(ds.manifest["id"].astype(str), ds.manifest["sample_id"].astype(str)))
@@ -126,11 +126,11 @@ def run_regression_probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, 
     return {"summary": summary, "samples": pd.concat(rows, ignore_index=True), "info": info}
 
 
-def _embeddings(c: Mapping[str, Any], p: Mapping[str, Any]) -> dict[str, Any]:
+def _embeddings(c: Mapping[str, Any], p: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
     from medimg_bench.builders import build_dataset
     from medimg_bench.protocols.embeddings import cached_embeddings
-    from medimg_bench.protocols.run import _encoder, _model_key
 
+    _encoder, _model_key = shared["encoder"], shared["model_key"]
     d = c["dataset"]
     ds = build_dataset(d, d.get("split"))
     if not callable(getattr(ds, "folds", None)) or not hasattr(ds, "genes"):

@@ -196,13 +196,19 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
 def _mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
     from medimg_bench.protocols.mil import run_mil
 
-    return run_mil(c, p, seed, run_dir, extra)
+    return run_mil(c, p, seed, extra, shared=_shared())
 
 
 def _regression(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
     from medimg_bench.protocols.regression import run_regression_probe
 
-    return run_regression_probe(c, p, seed, run_dir, extra)
+    return run_regression_probe(c, p, seed, extra, shared=_shared())
+
+
+def _shared() -> dict[str, Any]:
+    """The pieces protocol modules reuse (passed in: they must not import this module back)."""
+    return {"datasets": _datasets, "encoder": _encoder, "model_key": _model_key, "device": _device,
+            "score": _score}
 
 
 # -- fine-tune ------------------------------------------------------------------------------------
