@@ -159,6 +159,12 @@ def test_bad_input_names_the_file(tmp_path, bench):
     (bad / "adata" / "S3.h5ad").unlink()
     with pytest.raises(FileNotFoundError, match=r"sample 'S3'.*S3.h5ad' does not exist"):
         create_dataset("hest1k", root=bad)
+    moved = tmp_path / "S3_patches"
+    shutil.copytree(root, moved)
+    ok = create_dataset("hest1k", root=moved, split="test1")
+    (moved / "patches" / "S3.h5").write_bytes(b"truncated")  # corrupted after the dataset was built
+    with pytest.raises(ValueError, match=r"cannot read patches .*S3.h5'"):
+        ok[0]
     with pytest.raises(ValueError, match="split='test9'"):
         create_dataset("hest1k", root=root, split="test9")
     with pytest.raises(FileNotFoundError, match="neither splits/"):

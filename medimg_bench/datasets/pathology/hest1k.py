@@ -136,7 +136,10 @@ class HESTDataset(ManifestDataset):
         if self._pid != os.getpid():
             self._files, self._pid = {}, os.getpid()
         if rel not in self._files:
-            self._files[rel] = h5py.File(self.resolve(rel), "r")
+            try:
+                self._files[rel] = h5py.File(self.resolve(rel), "r")
+            except OSError as exc:
+                raise ValueError(f"hest1k: cannot read patches {str(self.resolve(rel))!r} ({exc})") from exc
         return self._files[rel]
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
