@@ -447,7 +447,7 @@ def _print(results: Any) -> None:
     print(f"protocol {p['name']} seeds {p['seeds']} ({results.name})")
     for name, m in results.summary["metrics"].items():
         mean = m.get("mean") or {}
-        extra = f" ± {mean['std']:.4f} (sd over seeds)" if mean.get("std") is not None else ""
+        extra = f" ± {mean['std']:.4f} (sd over {m.get('over', 'seeds')})" if mean.get("std") is not None else ""
         print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
 
 
