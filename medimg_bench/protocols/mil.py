@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ABMIL", "MeanPoolMIL", "Bags", "group_bags", "train_mil", "MILResult", "MILSettings", "predict_bags", "run_mil", "build_aggregator"]
+__all__ = ["ABMIL", "MeanPoolMIL", "Bags", "group_bags", "train_mil", "MILResult", "MILSettings", "predict_bags", "top_attention_tiles", "run_mil", "build_aggregator"]
 
 
 def _mlp(input_size: int, output_size: int, hidden: Sequence[int], dropout: float) -> nn.Sequential:
@@ -115,6 +115,7 @@ class Bags:
     x: list[torch.Tensor]
     y: torch.Tensor
     patients: list[str]
+    tile_ids: list[list[str]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.slide_ids)
@@ -141,7 +142,20 @@ def group_bags(emb: Any, manifest: Any) -> Bags:
         ys.append(int(labels.pop()))
         pats.append(str(rows["patient_id"].iloc[0]) if "patient_id" in rows else s)
         xs.append(emb.x[torch.as_tensor(idx)])
-    return Bags(list(order), xs, torch.as_tensor(ys, dtype=torch.long), pats)
+    tiles = [[emb.ids[i] for i in idx] for idx in order.values()]
+    return Bags(list(order), xs, torch.as_tensor(ys, dtype=torch.long), pats, tiles)
+
+
+@torch.no_grad()
+def top_attention_tiles(model: nn.Module, bags: Bags, *, k: int = 5, device: str | torch.device = "cpu") -> list[list[str]]:
+    """The ``k`` tile ids of each slide with the highest ABMIL attention (highest first)."""
+    model.eval()
+    out = []
+    for x, ids in zip(bags.x, bags.tile_ids):
+        model(x[None].to(device))
+        a = model.attention[0].cpu()
+        out.append([ids[i] for i in torch.argsort(a, descending=True)[:k].tolist()])
+    return out
 
 
 def _pad(xs: Sequence[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -291,6 +305,9 @@ def run_mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, extra: dict[s
                  "metrics": p.get("metrics") or c.get("metrics")}
     summary, samples = _score(slide_cfg, probs, te.y, te.slide_ids, te.patients, classes, seed)
     samples["n_tiles"] = samples["id"].map({s: len(x) for s, x in zip(te.slide_ids, te.x)})
+    if isinstance(res.model, ABMIL) and te.tile_ids:  # where the head looked: tiles to inspect
+        top = dict(zip(te.slide_ids, top_attention_tiles(res.model, te, device=_device(c))))
+        samples["top_attention_tiles"] = samples["id"].map(lambda s: ",".join(top[s]))
     info = {"aggregator": str(o.get("aggregator", "abmil")), "best_epoch": res.best_epoch, "best_val": res.best_val,
             "epochs": res.epochs, "train_slides": len(bags["train"]), "val_slides": len(bags["val"]),
             "test_slides": len(te), "train_seconds": round(res.seconds, 3),

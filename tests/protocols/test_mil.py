@@ -16,6 +16,7 @@ from medimg_bench.protocols.mil import (
     MeanPoolMIL,
     MILSettings,
     predict_bags,
+    top_attention_tiles,
     train_mil,
 )
 
@@ -40,6 +41,15 @@ def test_abmil_equals_eva(key):
         got_masked = net(x.masked_fill(~mask[..., None], 0.0), mask)
     torch.testing.assert_close(got, t[f"{key}.logits"], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(got_masked, t[f"{key}.logits"], rtol=1e-5, atol=1e-6)
+
+
+def test_top_attention_tiles_find_the_witness():
+    tr, va, te = _bags(48, 0), _bags(24, 1), _bags(40, 2)
+    te.tile_ids = [[f"{s}/{j}" for j in range(len(x))] for s, x in zip(te.slide_ids, te.x)]
+    res = train_mil(tr, va, num_classes=2, settings=MILSettings(epochs=15, patience=5))
+    top = top_attention_tiles(res.model, te, k=1)
+    hits = [int(t[0].split("/")[1]) < max(1, len(x) // 6) for t, x, y in zip(top, te.x, te.y) if y == 1]
+    assert np.mean(hits) > 0.8  # the witness tiles are the first sixth of each positive bag
 
 
 @pytest.mark.parametrize("cls", [ABMIL, MeanPoolMIL])
@@ -130,6 +140,9 @@ def test_mil_protocol_on_camelyon16_layout(tmp_path, monkeypatch):
     assert sorted(set(samples["id"])) == ["test_001", "test_002", "test_003"]  # one row per slide × class
     assert len(samples) == 6
     assert (samples["n_tiles"] >= 1).all()
+    for sid, tops in zip(samples["id"], samples["top_attention_tiles"]):
+        tiles = tops.split(",")
+        assert 1 <= len(tiles) <= 5 and all(t.startswith(sid + "/") for t in tiles)
     # a second run reads every split's embeddings from the cache
     res2 = run_protocol(compose_config(over + ["protocol.seeds=[0]"]), tmp_path / "run2")
     assert {v["source"] for v in res2.summary["protocol"]["embeddings"].values()} == {"cache"}
