@@ -138,6 +138,12 @@ class FramePhaseMetric(Metric):
         """Mean over videos of the first column, per class ``(C,)``."""
         return self.values()[1].nanmean(0)
 
+    def summary_notes(self) -> dict[str, Any]:
+        """``summary.json["phase_videos"]``: videos and frames scored (the run's ``n_samples``
+        counts the frames plus one per-video row each)."""
+        n = len(set(self.videos)) if self.ids else 0
+        return {"phase_videos": {"n_videos": n, "n_frames": len(self.ids)}}
+
 
 def _cat(state: list[torch.Tensor], dtype: torch.dtype) -> np.ndarray:
     return torch.cat([x.to("cpu", dtype) for x in state]).numpy()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
+from medimg_bench.models.predictions.frames import FramePredictions, looks_like_frame_table
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
 from medimg_bench.models.predictions.maps import MapsFromFolder
@@ -31,7 +32,8 @@ def predictions(
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
-    ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
+    ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
+    ``time`` columns, :mod:`.frames`), ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
     makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
     ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
     root = Path(root)
@@ -44,7 +46,8 @@ def predictions(
         if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
             raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
         if path is not None:
-            kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
+            kind = ("answers" if path.suffix == ".jsonl" or looks_like_text_table(path)
+                    else "frames" if looks_like_frame_table(path) else "classification")
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
         elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
@@ -58,6 +61,11 @@ def predictions(
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
         return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
+    if kind == "frames":
+        path = _find(root, tables[:2])
+        if path is None:
+            raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
+        return FramePredictions(path, classes=classes, num_classes=num_classes)
     if kind == "answers":
         path = _find(root, tables[::-1])
         if path is None:
@@ -67,4 +75,5 @@ def predictions(
         return LabelMapsFromFolder(root)
     if kind == "maps":
         return MapsFromFolder(root, threshold=threshold, resize=resize)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, answers or reports, got {kind!r}")
+    raise ValueError(f"predictions: kind must be auto, classification, frames, segmentation, maps, answers or "
+                     f"reports, got {kind!r}")
