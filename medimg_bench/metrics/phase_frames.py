@@ -37,10 +37,6 @@ from medimg_bench.registry import register_metric
 __all__ = ["FramePhaseMetric", "Cholec80Phase", "PitVisPhase", "PhaseFrames"]
 
 
-def _meta_field(m: Any, key: str) -> Any:
-    return m.get(key) if isinstance(m, dict) else None
-
-
 class FramePhaseMetric(Metric):
     """Base: keeps per-frame video, position, prediction and target; subclasses score videos."""
 
@@ -88,13 +84,7 @@ class FramePhaseMetric(Metric):
         else:
             if len(meta) != n:
                 raise ValueError(f"{self.name}: {len(meta)} meta entries for {n} frames")
-            videos = [_meta_field(m, "video_id") for m in meta]
-            if any(v is None for v in videos):
-                i = videos.index(None)
-                raise ValueError(f"{self.name}: frame {ids[i] if ids is not None else i!s} has no meta['video_id']")
-            videos = [str(v) for v in videos]
-            pos = np.asarray([_position(m, self.name) for m in meta], dtype=np.float64)
-            times = np.asarray([_time(m) for m in meta], dtype=np.float64)
+            videos, pos, times = _meta_columns(meta, ids, self.name)
         self._add_ids(ids, n)
         self.videos.extend(videos)
         self.positions.append(torch.from_numpy(pos))
@@ -149,19 +139,24 @@ def _cat(state: list[torch.Tensor], dtype: torch.dtype) -> np.ndarray:
     return torch.cat([x.to("cpu", dtype) for x in state]).numpy()
 
 
-def _time(m: Any) -> float:
-    v = _meta_field(m, "timestamp")
-    return float(v) if isinstance(v, (int, float)) else float("nan")
-
-
-def _position(m: Any, name: str) -> float:
-    for key in ("frame_index", "timestamp"):
-        v = _meta_field(m, key)
-        if v is not None:
-            if isinstance(v, (list, tuple)):
-                raise ValueError(f"{name}: a clip sample ({key} is a list); phase metrics take single frames")
-            return float(v)
-    raise ValueError(f"{name}: meta has neither 'frame_index' nor 'timestamp' (frame order unknown)")
+def _meta_columns(meta: Sequence[Any], ids: Sequence[str] | None, name: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Video ids, positions (``frame_index``, else ``timestamp``) and times (NaN if absent)."""
+    n = len(meta)
+    videos: list[str] = []
+    pos, times = np.empty(n), np.full(n, np.nan)
+    for i, m in enumerate(meta):
+        if not isinstance(m, dict) or m.get("video_id") is None:
+            raise ValueError(f"{name}: frame {ids[i] if ids is not None else i!s} has no meta['video_id']")
+        videos.append(str(m["video_id"]))
+        f, t = m.get("frame_index"), m.get("timestamp")
+        if isinstance(f, (list, tuple)) or isinstance(t, (list, tuple)):
+            raise ValueError(f"{name}: a clip sample (frame_index is a list); phase metrics take single frames")
+        if f is None and t is None:
+            raise ValueError(f"{name}: meta has neither 'frame_index' nor 'timestamp' (frame order unknown)")
+        pos[i] = float(f if f is not None else t)
+        if t is not None:
+            times[i] = float(t)
+    return videos, pos, times
 
 
 @register_metric("cholec80_phase", tags=("video", "phase", "cholec80"))
