@@ -165,3 +165,29 @@ def test_clip_datasets_are_refused(tmp_path):
         task.metric_inputs({"label": torch.zeros(2, 4, dtype=torch.long)}, {"probs": torch.rand(2, 7)})
     with pytest.raises(ValueError, match="multilabel"):
         create_task("phase_recognition", multilabel=True)
+
+
+def test_video_frames_folders_with_generic_metrics(tmp_path):
+    """Any frame folders + CSV (``video_frames``), predictions by time, the generic metrics."""
+    from medimg_bench.metrics.video import phase_metrics
+
+    videos = [(g[:60], p[:60]) for g, p in cholec80_corpus(3, seed=12)]
+    root = tmp_path / "frames"
+    rows, preds = [], []
+    for n, (gt, pred) in enumerate(videos):
+        for s in range(gt.size)[::-1]:  # rows out of order: the loader sorts by time
+            rows.append({"video": f"case{n}", "frame": f"case{n}/{s:04d}.png", "label": f"p{gt[s]}", "t": 0.5 * s})
+            preds.append({"video": f"case{n}", "time": 0.5 * s, "phase": f"p{pred[s]}"})
+    root.mkdir()
+    pd.DataFrame(rows).to_csv(root / "labels.csv", index=False)
+    pd.DataFrame(preds).to_csv(tmp_path / "predictions.csv", index=False)
+    classes = [f"p{k}" for k in range(7)]
+    summary = _run(tmp_path, ["dataset=video_frames", f"dataset.root={root}", "dataset.split=null",
+                              "dataset.options.time_column=t", f"dataset.options.classes=[{','.join(classes)}]",
+                              "model=predictions", f"model.options.root={tmp_path / 'predictions.csv'}",
+                              "metrics=phase"])
+    ref = phase_metrics([p for _, p in videos], [g for g, _ in videos], num_classes=7)
+    assert summary["n_failed"] == 0
+    assert summary["metrics"]["phase_accuracy"]["mean"]["value"] == pytest.approx(ref.accuracy, abs=1e-6)
+    assert summary["metrics"]["phase_edit"]["mean"]["value"] == pytest.approx(ref.edit, abs=1e-6)
+    assert summary["metrics"]["phase_jaccard"]["mean"]["value"] == pytest.approx(ref.jaccard, abs=1e-6)
