@@ -191,3 +191,25 @@ def test_video_frames_folders_with_generic_metrics(tmp_path):
     assert summary["metrics"]["phase_accuracy"]["mean"]["value"] == pytest.approx(ref.accuracy, abs=1e-6)
     assert summary["metrics"]["phase_edit"]["mean"]["value"] == pytest.approx(ref.edit, abs=1e-6)
     assert summary["metrics"]["phase_jaccard"]["mean"]["value"] == pytest.approx(ref.jaccard, abs=1e-6)
+
+
+def test_cholec80_phase_txt_folder_as_tmrnet_exports(tmp_path):
+    """A folder of ``videoNN-phase.txt`` (``25·k<TAB>label``, no header: TMRNet's export)."""
+    videos = cholec80_corpus(3, seed=30)
+    root = tmp_path / "cholec80"
+    _cholec80(root, videos)
+    out = tmp_path / "phase"
+    out.mkdir()
+    for n, (_, pred) in zip(range(41, 81), videos):
+        (out / f"video{n}-phase.txt").write_text("".join(f"{25 * k}\t{int(p)}\n" for k, p in enumerate(pred)))
+    summary = _run(tmp_path, ["dataset=cholec80", f"dataset.root={root}", "dataset.options.videos=[41,42,43]",
+                              "dataset.options.frame_template='x/{frame}.png'", "model=predictions",
+                              f"model.options.root={out}", "metrics=phase_cholec80"])
+    ref = cholec80_matlab_eval([p for _, p in videos], [g for g, _ in videos], fps=1.0)
+    assert summary["n_failed"] == 0
+    assert summary["metrics"]["cholec80_jaccard_relaxed"]["mean"]["value"] == pytest.approx(ref.jaccard, abs=1e-6)
+    (out / "video41-phase.txt").write_text("Frame\tPhase\n0\t1\n25\t1 2\n")
+    from medimg_bench.registry import create_model
+
+    with pytest.raises(ValueError, match=r"video41-phase.txt' line 3: expected 'frame phase'"):
+        create_model("predictions", root=str(out), num_classes=7)

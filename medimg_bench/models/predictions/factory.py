@@ -7,7 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
-from medimg_bench.models.predictions.frames import FramePredictions, looks_like_frame_table
+from medimg_bench.models.predictions.frames import (
+    FramePredictions,
+    looks_like_frame_table,
+    phase_txt_files,
+)
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
 from medimg_bench.models.predictions.maps import MapsFromFolder
@@ -33,7 +37,7 @@ def predictions(
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
-    ``time`` columns, :mod:`.frames`), ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
+    ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
     makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
     ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
     root = Path(root)
@@ -48,6 +52,8 @@ def predictions(
         if path is not None:
             kind = ("answers" if path.suffix == ".jsonl" or looks_like_text_table(path)
                     else "frames" if looks_like_frame_table(path) else "classification")
+        elif phase_txt_files(root):
+            kind = "frames"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
         elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
@@ -62,9 +68,9 @@ def predictions(
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
         return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
     if kind == "frames":
-        path = _find(root, tables[:2])
+        path = _find(root, tables[:2]) or (root if phase_txt_files(root) else None)
         if path is None:
-            raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
+            raise FileNotFoundError(f"predictions: no predictions.csv/.parquet or *-phase.txt in {str(root)!r}")
         return FramePredictions(path, classes=classes, num_classes=num_classes)
     if kind == "answers":
         path = _find(root, tables[::-1])

@@ -24,6 +24,32 @@ from medimg_bench.models.predictions.lookup import _Lookup
 __all__ = ["FramePredictions", "looks_like_frame_table"]
 
 
+def phase_txt_files(root: Path) -> list[Path]:
+    """``<video>-phase.txt`` files directly in ``root`` (the Cholec80 MATLAB evaluation's layout)."""
+    return sorted(root.glob("*-phase.txt")) if root.is_dir() else []
+
+
+def read_phase_txt_folder(root: Path) -> tuple[pd.DataFrame, list[str]]:
+    """The ``video, frame, phase`` rows of every ``<video>-phase.txt`` in ``root`` (tab- or
+    space-separated ``frame phase`` lines, an optional header line as ``Frame\tPhase``), and
+    where each row comes from (``file line N``)."""
+    rows: list[tuple[str, str, str]] = []
+    where: list[str] = []
+    for f in phase_txt_files(root):
+        video = f.name[: -len("-phase.txt")]
+        for n, line in enumerate(f.read_text().splitlines(), start=1):
+            parts = line.split()
+            if not parts or (n == 1 and not parts[0].lstrip("-").replace(".", "", 1).isdigit()):
+                continue  # blank line, or the header
+            if len(parts) != 2:
+                raise ValueError(f"predictions {str(f)!r} line {n}: expected 'frame phase', got {line!r}")
+            rows.append((video, parts[0], parts[1]))
+            where.append(f"{f.name} line {n}")
+    if not rows:
+        raise ValueError(f"predictions {str(root)!r}: no frame rows in its *-phase.txt files")
+    return pd.DataFrame(rows, columns=["video", "frame", "phase"]), where
+
+
 def looks_like_frame_table(path: Path) -> bool:
     """True for a table with a ``video`` column and a ``frame`` or ``time`` column."""
     cols = set(pd.read_parquet(path).columns if path.suffix == ".parquet" else pd.read_csv(path, nrows=0).columns)
@@ -42,7 +68,12 @@ class FramePredictions(_Lookup):
 
     def __init__(self, path: Path, *, classes: Sequence[str] | None = None, num_classes: int | None = None) -> None:
         super().__init__(path)
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={"video": str})
+        if path.is_dir():  # <video>-phase.txt files, as the MATLAB evaluation reads them
+            table, rows = read_phase_txt_folder(path)
+            self._row = rows.__getitem__
+        else:
+            table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={"video": str})
+            self._row = lambda i: f"row {i + 2}"
         where = f"predictions {str(path)!r}"
         by = "frame" if "frame" in table.columns else "time"
         if "video" not in table.columns or by not in table.columns:
@@ -50,7 +81,7 @@ class FramePredictions(_Lookup):
                              f"columns are {list(table.columns)}")
         pos = pd.to_numeric(table[by], errors="coerce").to_numpy(dtype=np.float64)
         if not np.isfinite(pos).all():
-            raise ValueError(f"{where}: row {int(np.flatnonzero(~np.isfinite(pos))[0]) + 2}: {by} is not a number")
+            raise ValueError(f"{where}: {self._row(int(np.flatnonzero(~np.isfinite(pos))[0]))}: {by} is not a number")
         self.by = by
         scale = 1000.0 if by == "time" else 1.0
         keys = [_key(str(v), p * scale) for v, p in zip(table["video"], pos)]
@@ -78,7 +109,7 @@ class FramePredictions(_Lookup):
                                  "classes; set model.options.classes or give a 'phase' column")
             values = table[cols].to_numpy(dtype=np.float32)
             if not np.isfinite(values).all():
-                raise ValueError(f"{where}: row {int(np.flatnonzero(~np.isfinite(values).all(1))[0]) + 2}: "
+                raise ValueError(f"{where}: {self._row(int(np.flatnonzero(~np.isfinite(values).all(1))[0]))}: "
                                  "NaN or inf score")
             self.kind = "probs"
         self.scores = dict(zip(keys, values))
@@ -95,7 +126,7 @@ class FramePredictions(_Lookup):
                 out[r] = int(s)
             else:
                 known = f"a class name {list(names)[:8]} or " if names else ""
-                raise ValueError(f"{where}: row {r + 2}: phase {v!r} is not {known}an index in "
+                raise ValueError(f"{where}: {self._row(r)}: phase {v!r} is not {known}an index in "
                                  f"[0, {num_classes if num_classes is not None else 'K'})")
         return out
 
