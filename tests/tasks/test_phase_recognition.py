@@ -141,14 +141,16 @@ def test_bad_prediction_tables_named(tmp_path, table, message):
 
 
 def test_a_classifier_predicts_frames(tmp_path):
-    """Any classification adapter: frames from PNGs (pre-extracted layout), trained briefly."""
+    """Any classification adapter: frames from PNGs (pre-extracted layout), trained briefly with
+    the task's cross-entropy (the training split is the same three videos: ``videos`` wins)."""
     videos = cholec80_corpus(3, seed=8)
     videos = [(g[:40], p[:40]) for g, p in videos]
     root = tmp_path / "cholec80"
     _cholec80(root, videos, frames=True)
     summary = _run(tmp_path, ["dataset=cholec80", f"dataset.root={root}", "dataset.options.videos=[41,42,43]",
                               "dataset.split=all", "dataset.options.frame_template='frames/video{video}/{frame:06d}.png'",
-                              "model=timm_resnet10t", "metrics=phase_cholec80", "batch_size=32"])
+                              "model=timm_resnet10t", "metrics=phase_cholec80", "batch_size=32",
+                              "train.enabled=true", "train.max_steps=3", "train.batch_size=16"])
     assert summary["n_failed"] == 0 and summary["phase_videos"]["n_frames"] == sum(len(g) for g, _ in videos)
     acc = summary["metrics"]["cholec80_accuracy_relaxed"]["mean"]["value"]
     assert 0.0 <= acc <= 1.0
