@@ -36,6 +36,8 @@ class PhaseRecognitionTask(Task):
 
     name = "phase_recognition"
     default_metrics = {"phase_frames": {}}
+    #: metric inputs and records are per frame: the engine may score blocks of batches at once
+    rowwise = True
 
     def __init__(self, *, multilabel: bool = False) -> None:
         if multilabel:
