@@ -215,3 +215,18 @@ def test_cholec80_phase_txt_folder_as_tmrnet_exports(tmp_path):
 
     with pytest.raises(ValueError, match=r"video41-phase.txt' line 3: expected 'frame phase'"):
         create_model("predictions", root=str(out), num_classes=7)
+
+
+def test_score_columns_matched_to_classes_by_name(tmp_path):
+    import torch
+
+    from medimg_bench.registry import create_model
+
+    names = list(CHOLEC80_PHASES)
+    shuffled = names[::-1]
+    table = {"video": ["video41"], "frame": [25], **{n: [float(names.index(n) == 2)] for n in shuffled}}
+    pd.DataFrame(table).to_csv(tmp_path / "p.csv", index=False)
+    model = create_model("predictions", root=str(tmp_path / "p.csv"), num_classes=7)
+    model.bind_dataset(type("D", (), {"classes": names})())
+    out = model.predict({"id": ["a"], "meta": [{"video_id": "video41", "frame_index": 25}]})
+    assert int(torch.argmax(out["probs"][0])) == 2

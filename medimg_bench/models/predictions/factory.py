@@ -33,13 +33,21 @@ def predictions(
     in_channels: int | None = None,
     threshold: float = 0.5,
     resize: bool = False,
+    scores: str = "probabilities",
+    multilabel: bool | None = None,
+    circular: bool = False,
+    on_blank: str = "error",
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
-    ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
-    makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
-    ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
+    ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``,
+    ``maps`` (2D PNG / .npy probability maps; ``threshold`` makes their ``labels``, ``resize``
+    allows maps of another size) or ``answers`` (alias ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
+    of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
+    CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
+    (``error`` or ``keep`` null / empty / "None" answers)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -60,13 +68,14 @@ def predictions(
             kind = "maps"
         else:
             raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores, a CSV/Parquet/JSONL of answers, a folder of <id>.nii.gz label maps "
-                             "or of <id>.png / .npy maps")
+                             "scores (or per-frame phases), a CSV/Parquet/JSONL of answers, a folder of "
+                             "<id>.nii.gz label maps, of <id>.png / .npy maps or of <video>-phase.txt")
     if kind == "classification":
         path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
+        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
+                              scores=scores, multilabel=multilabel)
     if kind == "frames":
         path = _find(root, tables[:2]) or (root if phase_txt_files(root) else None)
         if path is None:
@@ -76,7 +85,8 @@ def predictions(
         path = _find(root, tables[::-1])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
-        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
+                               on_blank=on_blank)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
     if kind == "maps":

@@ -5,7 +5,8 @@ for PitVis), the frame's position as ``frame`` (the loader's ``frame_index``: th
 frame number, e.g. 25 = second 1 of a 25 fps Cholec80 video) or ``time`` (seconds from the
 video's start, matched to the millisecond: PitVis's ``int_time``), and the prediction as either
 ``phase`` (a class name or a 0-based class index) or one score column per class (named as the
-dataset's classes, or picked with ``classes``). A frame the table lacks fails that sample with
+dataset's classes: matched by name; else picked with ``classes``, else every other column in
+file order). A frame the table lacks fails that sample with
 the video, position and file named; the run then reads no pixels.
 """
 
@@ -112,6 +113,7 @@ class FramePredictions(_Lookup):
                 raise ValueError(f"{where}: {self._row(int(np.flatnonzero(~np.isfinite(values).all(1))[0]))}: "
                                  "NaN or inf score")
             self.kind = "probs"
+            self._score_table = table.drop(columns=[c for c in ("video", "frame", "time") if c in table.columns])
         self.scores = dict(zip(keys, values))
         self._scale = scale
 
@@ -131,7 +133,13 @@ class FramePredictions(_Lookup):
         return out
 
     def bind_dataset(self, dataset: Any) -> None:
-        """Class names for ``phase`` given as names; the dataset skips decoding frames."""
+        """Phases given by name resolved against ``dataset.classes``; score columns named as all
+        the dataset's classes taken in its order (else file order, or ``classes``); the dataset
+        skips decoding frames."""
+        names = [str(c) for c in (getattr(dataset, "classes", None) or [])]
+        if self.kind == "probs" and self.classes is None and names and set(names) <= set(self._score_table.columns):
+            values = self._score_table[names].to_numpy(dtype=np.float32)
+            self.scores, self.classes = dict(zip(self._keys, values)), names
         if self._pending is not None:
             self.classes = list(getattr(dataset, "classes", None) or [])
             n = self._num_classes or len(self.classes) or None
