@@ -373,6 +373,9 @@ class Results:
         samples.to_parquet(run_dir / "samples.parquet", index=False)
         (run_dir / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
+        notes = getattr(self.task, "manifest_notes", None)
+        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(notes()))
         if config is not None:
             manifest["config"] = redact_secrets(config)
         (run_dir / "manifest.json").write_text(json.dumps(_jsonable(manifest), indent=2))
