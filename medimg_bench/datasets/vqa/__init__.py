@@ -18,6 +18,7 @@ from medimg_bench.datasets.vqa.base import LETTERS, VQADataset
 from medimg_bench.datasets.vqa.gmai_mmbench import gmai_mmbench
 from medimg_bench.datasets.vqa.medframeqa import medframeqa
 from medimg_bench.datasets.vqa.medxpertqa import medxpertqa_mm
+from medimg_bench.datasets.vqa.omnibrainbench import omnibrainbench
 from medimg_bench.datasets.vqa.omnimedvqa import omnimedvqa
 from medimg_bench.datasets.vqa.pathvqa import pathvqa
 from medimg_bench.datasets.vqa.pmc_vqa import pmc_vqa
@@ -33,6 +34,7 @@ __all__ = [
     "gmai_mmbench",
     "medframeqa",
     "medxpertqa_mm",
+    "omnibrainbench",
     "omnimedvqa",
     "pathvqa",
     "pmc_vqa",
