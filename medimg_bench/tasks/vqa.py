@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 #: written into the run directory when answers are withheld (see VQATask.write_outputs)
 SUBMISSION_FILE = "submission.tsv"
 _CATEGORY_COLUMNS = ("question_type", "content_type", "modality", "organ", "department",
-                     "clinical_task", "perceptual_granularity", "task_label", "clinical_phase")
+                     "clinical_task", "perceptual_granularity", "task_label", "clinical_phase",
+                     "diagnostic_task")
 
 #: scoring profiles built (medimg_bench.metrics.text.vqa_profiles.PROFILES); see docs/vlm.md
 PROFILES = ("medimg_bench", "llava_med", "llava_med_initial", "multimedeval", "lmms_eval", "vlmevalkit",

@@ -14,7 +14,7 @@ from medimg_bench.datasets import vqa as _module
 from medimg_bench.sample import validate_sample
 from tests.datasets._helpers import family_tests
 
-_NAMES = ["omnibrainbench"]
+_NAMES = ["omnibrainbench", "cxreasonbench"]
 
 create, test_registered, test_configs_match_factories = family_tests(_module, _NAMES)
 
@@ -75,3 +75,37 @@ def test_omnibrainbench_bad_rows_name_the_file(tmp_path):
         create("omnibrainbench", tmp_path, split="val")
     with pytest.raises(FileNotFoundError, match="FrankPN/OmniBrainBench"):
         create("omnibrainbench", tmp_path / "empty")
+
+
+def _cxreason(root: Path, mimic: Path) -> None:
+    """dx_by_dicoms.json and qa/<task>/path1/init/basic/<dicom>.json as evaluate_reasoning.py
+    (72357fe) reads them; images under the MIMIC-CXR-JPG files folder."""
+    (root / "dx_by_dicoms.json").parent.mkdir(parents=True, exist_ok=True)
+    (root / "dx_by_dicoms.json").write_text(json.dumps({"cardiomegaly": ["d1", "d2"], "inspiration": ["d1"]}))
+    for task, dicom, answer in (("cardiomegaly", "d1", "(a) Yes"), ("cardiomegaly", "d2", "(b) No"),
+                                ("inspiration", "d1", "(b) No")):
+        f = root / "qa" / task / "path1" / "init" / "basic" / f"{dicom}.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps({"question": f"Does this patient have {task}? (a) Yes (b) No",
+                                 "answer": answer, "img_path": [f"p10/p100/s1/{dicom}.jpg"]}))
+    _png(mimic / "p10" / "p100" / "s1" / "d1.jpg", 30)
+    _png(mimic / "p10" / "p100" / "s1" / "d2.jpg", 60)
+
+
+def test_cxreasonbench_initial_questions(tmp_path):
+    root, mimic = tmp_path / "CXReasonBench", tmp_path / "mimic" / "files"
+    _cxreason(root, mimic)
+    ds = create("cxreasonbench", root, mimic_root=mimic)
+    assert ds.ids == ["cardiomegaly/d1", "cardiomegaly/d2", "inspiration/d1"]
+    s = ds[1]
+    validate_sample(s, task="vqa")
+    assert (s["answer"], s["answer_type"], s["meta"]["diagnostic_task"]) == ("(b) No", "open", "cardiomegaly")
+    assert len(s["image"]) == 1 and float(s["image"][0].mean()) == pytest.approx(60 / 255, abs=1e-6)
+    assert ds[0]["meta"]["patient_id"] == ds[2]["meta"]["patient_id"] == "d1"
+    assert create("cxreasonbench", root, mimic_root=mimic, tasks=["inspiration"]).ids == ["inspiration/d1"]
+    with pytest.raises(ValueError, match="unknown task"):
+        create("cxreasonbench", root, tasks=["pneumonia"])
+    (root / "qa" / "inspiration" / "path1" / "init" / "basic" / "d1.json").unlink()
+    with pytest.raises(ValueError, match=r"d1.json.*inspiration/d1.*missing"):
+        create("cxreasonbench", root, mimic_root=mimic)
+    assert len(create("cxreasonbench", root, mimic_root=mimic, on_error="skip")) == 2

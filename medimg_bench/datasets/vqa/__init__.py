@@ -15,6 +15,7 @@ raise :class:`~medimg_bench.sample.SampleError` naming the sample and file when 
 from __future__ import annotations
 
 from medimg_bench.datasets.vqa.base import LETTERS, VQADataset
+from medimg_bench.datasets.vqa.cxreasonbench import cxreasonbench
 from medimg_bench.datasets.vqa.gmai_mmbench import gmai_mmbench
 from medimg_bench.datasets.vqa.medframeqa import medframeqa
 from medimg_bench.datasets.vqa.medxpertqa import medxpertqa_mm
@@ -31,6 +32,7 @@ __all__ = [
     "LETTERS",
     "VQADataset",
     "decode_image",
+    "cxreasonbench",
     "gmai_mmbench",
     "medframeqa",
     "medxpertqa_mm",
