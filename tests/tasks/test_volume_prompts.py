@@ -70,6 +70,18 @@ def test_reasonknee3d_o1_preset_as_its_code():
         np.testing.assert_array_equal(im, ref)
 
 
+def test_reasonknee3d_video_preset_as_its_code():
+    """qwen2vl.py: every slice along axis 0, np.clip(slice, 0, 400), then min-max of that slice
+    -> uint8 (a constant slice, which divides by zero there, is black here)."""
+    rng = np.random.default_rng(1)
+    vol = rng.uniform(-100, 700, (12, 7, 6))
+    imgs, idx = sample_volume(vol, "reasonknee3d_video")
+    assert idx == list(range(12))
+    for im, k in zip(imgs, idx):
+        s = np.clip(vol[k], 0, 400)
+        np.testing.assert_array_equal(im, ((s - s.min()) / (s.max() - s.min()) * 255).astype(np.uint8))
+
+
 def test_anatomical_plane_reorients_from_the_affine():
     ras = _ramp((4, 5, 6))
     lps = ras[::-1, ::-1, :]  # the same voxels stored left-to-right / posterior-to-anterior flipped
