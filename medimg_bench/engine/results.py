@@ -312,6 +312,9 @@ class Results:
         summary = redact_secrets(_jsonable(self.summary), known)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
+        notes = getattr(self.task, "manifest_notes", None)
+        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(notes()))
         if config is not None:
             manifest["config"] = config
         manifest = redact_secrets(_jsonable(manifest), known)

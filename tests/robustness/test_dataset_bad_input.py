@@ -157,7 +157,8 @@ SAME_READERS = {
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
-    "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr",
+    "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr", "omnibrainbench": "csv",
+    "cxreasonbench": "csv", "rexgradient": "csv",
     # datasets/seg2d layouts: the seg2d_folder loader and readers with other folder names
     "covid_semiseg": "seg2d_folder", "pranet_polyp": "seg2d_folder", "kvasir_seg": "seg2d_folder",
     "isic2018_task1": "seg2d_folder", "busi": "seg2d_folder",
