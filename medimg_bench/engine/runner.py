@@ -388,6 +388,8 @@ def evaluate(
         "name": label,
         "task": task_obj.name,
         "model": getattr(model, "name", type(model).__name__),
+        # hub id, revision, resolved commit and SHA-256 of every weight file (medimg_bench/hub.py)
+        "model_weights": getattr(model, "weight_sources", None),
         # hashing the weights costs ~1 s per GB: done when a checkpoint or a shard needs it
         "model_fingerprint": ckpt.key["model"] if ckpt is not None
         else model_fingerprint(model) if shard_spec is not None else None,
