@@ -16,7 +16,9 @@ Errors carry the ``X-Error-Code`` header huggingface_hub maps to its exceptions
 (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``). Faults to test with:
 ``drop_after[(repo, file)] = n`` closes the connection after ``n`` bytes of the body (network
 down mid-download); ``corrupt[(repo, file)] = data`` serves other bytes than the ones the
-digests announce. Every request is appended to ``requests`` as ``(method, path)``.
+digests announce. Every request is appended to ``requests`` as ``(method, path)``; a client
+marks the start of a phase with ``GET /_mark/<name>`` (logged as ``("MARK", name)``, see
+:meth:`HubServer.phases`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,37 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def run_client(code: str, endpoint: str, tmp: Any, *, timeout: float = 300.0, **env: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh Python with ``HF_ENDPOINT`` pointing at the server and the caches
+    under ``tmp`` (huggingface_hub reads the endpoint when it is imported). The code defines
+    ``mark(name)`` calls and fills the dict ``out``; returns ``out`` (JSON)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    prelude = textwrap.dedent(f"""
+        import json, sys, urllib.request
+        out = {{}}
+        def mark(name):
+            urllib.request.urlopen({endpoint!r} + "/_mark/" + name).read()
+    """)
+    script = Path(tmp) / "client.py"
+    script.write_text(prelude + textwrap.dedent(code) + "\nprint('@@OUT@@' + json.dumps(out, default=str))\n")
+    root = Path(__file__).resolve().parents[2]
+    full_env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": str(Path(tmp) / "hf"),
+                "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                "MEDIMG_BENCH_CACHE": str(Path(tmp) / "mb"), "PYTHONPATH": str(root), **env}
+    full_env.pop("HF_HUB_OFFLINE", None) if "HF_HUB_OFFLINE" not in env else None
+    proc = subprocess.run([sys.executable, str(script)], env=full_env, capture_output=True, text=True,
+                          timeout=timeout, cwd=str(root))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@OUT@@")]
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"client failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return json.loads(lines[-1][len("@@OUT@@"):])
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -66,6 +99,18 @@ class HubServer:
         if ref:
             repo.refs[ref] = sha
         return sha
+
+    def phases(self) -> dict[str, list[tuple[str, str]]]:
+        """The request log split at the markers: ``{phase name: requests after its marker}``."""
+        out: dict[str, list[tuple[str, str]]] = {"": []}
+        current = ""
+        for method, path in self.requests:
+            if method == "MARK":
+                current = path
+                out[current] = []
+            else:
+                out[current].append((method, path))
+        return out
 
     def _resolve(self, repo_id: str, rev: str) -> tuple[str, dict[str, bytes]] | str:
         repo = self.repos.get(repo_id)
@@ -145,6 +190,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         hub.requests.append((self.command, path))
         parts = path.strip("/").split("/")
+        if parts[0] == "_mark":  # a test's phase marker in the request log: GET /_mark/<name>
+            hub.requests[-1] = ("MARK", "/".join(parts[1:]))
+            return self._send(200, b"ok", head=head)
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
             repo_id = "/".join(parts[2:4])
             rest = parts[4:]
