@@ -1,0 +1,133 @@
+"""Adapters by hub name through the loopback Hub (tests/models/hub_server.py): timm
+``hf-hub:`` and ``pretrained=<id>`` with revision pinning, open_clip ``hf-hub:``, ``hf_vlm``
+``path=<org>/<name>`` online then offline; each records the resolved commit and the SHA-256 of
+its weight files, and two revisions give two fingerprints (a resume across them is refused).
+Tiny models are built here and served; one client process loads them all."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.models.hub_server import HubServer, run_client
+
+pytest.importorskip("huggingface_hub")
+timm = pytest.importorskip("timm")
+open_clip = pytest.importorskip("open_clip")
+torch = pytest.importorskip("torch")
+
+TINY_CLIP = {"embed_dim": 16,
+             "vision_cfg": {"layers": 1, "width": 32, "patch_size": 8, "image_size": 32, "head_width": 16},
+             "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _timm_repo(tmp: Path, seed: int) -> dict[str, bytes]:
+    from timm.models import save_for_hf
+
+    torch.manual_seed(seed)
+    model = timm.create_model("test_resnet", num_classes=3)
+    out = tmp / f"timm{seed}"
+    save_for_hf(model, str(out), safe_serialization=True)
+    return _files(out)
+
+
+def _clip_repo(tmp: Path) -> dict[str, bytes]:
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = open_clip.CLIP(**TINY_CLIP)
+    out = tmp / "clip"
+    out.mkdir()
+    cfg = {"model_cfg": TINY_CLIP, "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}
+    (out / "open_clip_config.json").write_text(json.dumps(cfg))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "open_clip_model.safetensors"))
+    return _files(out)
+
+
+def _vlm_repo(tmp: Path) -> dict[str, bytes]:
+    from medimg_bench.models.vlm.tiny import build_tiny_vlm
+
+    return _files(build_tiny_vlm(tmp / "vlm"))
+
+
+CLIENT = """
+import os
+from medimg_bench.registry import create_model
+from medimg_bench.engine.runner import model_fingerprint
+from medimg_bench.models.encoders import build_encoder
+from medimg_bench.hub import HubError
+
+mark("timm_hf_hub")
+a = create_model("timm", model_name="hf-hub:org/tiny-timm", num_classes=3, in_channels=3)
+out["timm_main"] = {"sources": a.weight_sources, "fp": model_fingerprint(a)}
+mark("timm_pinned")
+b = create_model("timm", model_name="test_resnet", pretrained="org/tiny-timm", revision=os.environ["T1"],
+                 num_classes=5, in_channels=1)
+out["timm_pinned"] = {"sources": b.weight_sources, "fp": model_fingerprint(b)}
+enc = build_encoder({"name": "timm", "options": {"model_name": "hf-hub:org/tiny-timm", "offline": True}},
+                    in_channels=3)
+out["timm_encoder"] = enc.identity()["config"]
+mark("clip")
+c = create_model("clip", model_name="hf-hub:org/tiny-clip", classes=["a", "b"])
+import torch
+probs = c.predict({"image": torch.rand(2, 1, 40, 40)})["probs"]
+out["clip"] = {"sources": c.weight_sources, "probs_sum": probs.sum(1).tolist(),
+               "size": c.info["image_size"], "mean": c.info["mean"]}
+mark("vlm")
+v = create_model("hf_vlm", path="org/tiny-llava", max_new_tokens=3, cache=False)
+out["vlm"] = {"sources": v.weight_sources, "identity": v.identity()}
+mark("vlm_offline")
+os.environ["HF_HUB_OFFLINE"] = "1"
+w = create_model("hf_vlm", path="org/tiny-llava", max_new_tokens=3, cache=False)
+out["vlm_offline"] = w.identity()
+try:
+    create_model("hf_vlm", path="org/absent-llava", cache=False)
+except HubError as exc:
+    out["vlm_absent"] = str(exc)
+"""
+
+
+def test_adapters_by_hub_name(tmp_path):
+    t0 = _timm_repo(tmp_path, 0)
+    t1 = _timm_repo(tmp_path, 1)
+    with HubServer() as hub:
+        c_t0 = hub.add_commit("org/tiny-timm", t0, ref="v0")
+        c_t1 = hub.add_commit("org/tiny-timm", t1, ref="main")
+        c_clip = hub.add_commit("org/tiny-clip", _clip_repo(tmp_path))
+        vlm = _vlm_repo(tmp_path)
+        c_vlm = hub.add_commit("org/tiny-llava", vlm)
+        out = run_client(CLIENT, hub.endpoint, tmp_path, T1=c_t0, timeout=600)
+        phases = hub.phases()
+
+    main_src = out["timm_main"]["sources"][0]
+    assert main_src["repo_id"] == "org/tiny-timm" and main_src["commit"] == c_t1
+    assert main_src["files"]["model.safetensors"] == hashlib.sha256(t1["model.safetensors"]).hexdigest()
+    pinned = out["timm_pinned"]["sources"][0]
+    assert pinned["commit"] == c_t0 and pinned["revision"] == c_t0
+    assert pinned["files"]["model.safetensors"] == hashlib.sha256(t0["model.safetensors"]).hexdigest()
+    # the weights loaded are the ones served: the state dict digests differ by revision, and the
+    # resolved commit is part of the fingerprint a resume is checked against
+    fa, fb = out["timm_main"]["fp"], out["timm_pinned"]["fp"]
+    assert fa["weights_sha256"] != fb["weights_sha256"]
+    assert fa["config"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t1}]
+    assert fb["config"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t0}]
+    assert out["timm_encoder"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t1}]
+    # open_clip hf-hub: config, preprocessing and weights from the repository
+    assert out["clip"]["sources"][0]["commit"] == c_clip
+    assert out["clip"]["size"] == 32 and out["clip"]["mean"] == [0.5, 0.5, 0.5]
+    assert all(abs(s - 1) < 1e-5 for s in out["clip"]["probs_sum"])
+    # hf_vlm by hub id: the commit in the identity, every file's SHA-256 in the weight sources
+    src = out["vlm"]["sources"][0]
+    assert src["commit"] == c_vlm and out["vlm"]["identity"]["commit"] == c_vlm
+    assert src["files"] == {k: hashlib.sha256(v).hexdigest() for k, v in vlm.items()}
+    # offline: the same model from the cache, and no request at all
+    assert out["vlm_offline"] == out["vlm"]["identity"]
+    assert phases["vlm_offline"] == []
+    assert "org/absent-llava" in out["vlm_absent"] and "offline" in out["vlm_absent"]
