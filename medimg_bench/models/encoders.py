@@ -155,8 +155,7 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
             proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
             mean = mean or list(proc.image_mean)
             std = std or list(proc.image_std)
-            s = proc.size
-            size = size or (s.get("shortest_edge") or s.get("height") if isinstance(s, dict) else s)
+            size = size or _processor_size(proc.size)
         except (OSError, ValueError, AttributeError):
             pass
         chans = int(getattr(module.config, "num_channels", 3))
@@ -170,6 +169,16 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
                        preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
     raise ValueError(f"model {name!r} cannot be used as a frozen encoder; use timm, clip, monai_encoder "
                      "or hf_vision")
+
+
+def _processor_size(s: Any) -> int | None:
+    """The square input size of an image processor's ``size`` (an int, a dict or transformers 5's
+    ``SizeDict`` with ``shortest_edge`` or ``height``)."""
+    if s is None or isinstance(s, int):
+        return s
+    get = s.get if isinstance(s, Mapping) else (lambda k: getattr(s, k, None))
+    value = get("shortest_edge") or get("height")
+    return int(value) if value else None
 
 
 def _load_backbone(module: torch.nn.Module, path: Path) -> None:

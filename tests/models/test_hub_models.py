@@ -1,6 +1,6 @@
 """Adapters by hub name through the loopback Hub (tests/models/hub_server.py): timm
 ``hf-hub:`` and ``pretrained=<id>`` with revision pinning, open_clip ``hf-hub:``, ``hf_vlm``
-``path=<org>/<name>`` online then offline; each records the resolved commit and the SHA-256 of
+``path=<org>/<name>`` online then offline, a MONAI bundle by name, ``hf_vision`` by id; each records the resolved commit and the SHA-256 of
 its weight files, and two revisions give two fingerprints (a resume across them is refused).
 Tiny models are built here and served; one client process loads them all."""
 
@@ -57,6 +57,23 @@ def _vlm_repo(tmp: Path) -> dict[str, bytes]:
     return _files(build_tiny_vlm(tmp / "vlm"))
 
 
+def _bundle_repo(tmp: Path) -> dict[str, bytes]:
+    from tests.models.test_monai_bundle import make_bundle
+
+    return _files(make_bundle(tmp / "bundle"))
+
+
+def _vit_repo(tmp: Path) -> dict[str, bytes]:
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    torch.manual_seed(0)
+    out = tmp / "vit"
+    ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                       image_size=32, patch_size=8)).save_pretrained(out)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(out)
+    return _files(out)
+
+
 CLIENT = """
 import os
 from medimg_bench.registry import create_model
@@ -80,6 +97,14 @@ import torch
 probs = c.predict({"image": torch.rand(2, 1, 40, 40)})["probs"]
 out["clip"] = {"sources": c.weight_sources, "probs_sum": probs.sum(1).tolist(),
                "size": c.info["image_size"], "mean": c.info["mean"]}
+mark("bundle")
+m = create_model("monai_bundle", bundle="tiny_bundle", num_classes=2, in_channels=1)
+labels = m.predict({"image": torch.rand(1, 1, 16, 16, 16)})["labels"]
+out["bundle"] = {"sources": m.weight_sources, "shape": list(labels.shape), "hub": m.config["hub"]}
+mark("vision")
+e = build_encoder({"name": "hf_vision", "options": {"path": "org/tiny-vit"}}, in_channels=1)
+out["vision"] = {"sources": e.weight_sources, "config": e.identity()["config"],
+                 "shape": list(e.encode(torch.rand(2, 1, 40, 40)).shape), "size": e.preprocess["size"]}
 mark("vlm")
 v = create_model("hf_vlm", path="org/tiny-llava", max_new_tokens=3, cache=False)
 out["vlm"] = {"sources": v.weight_sources, "identity": v.identity()}
@@ -101,6 +126,9 @@ def test_adapters_by_hub_name(tmp_path):
         c_t0 = hub.add_commit("org/tiny-timm", t0, ref="v0")
         c_t1 = hub.add_commit("org/tiny-timm", t1, ref="main")
         c_clip = hub.add_commit("org/tiny-clip", _clip_repo(tmp_path))
+        c_bundle = hub.add_commit("MONAI/tiny_bundle", _bundle_repo(tmp_path), ref="0.1.0")
+        hub.repos["MONAI/tiny_bundle"].refs["main"] = c_bundle
+        c_vit = hub.add_commit("org/tiny-vit", _vit_repo(tmp_path))
         vlm = _vlm_repo(tmp_path)
         c_vlm = hub.add_commit("org/tiny-llava", vlm)
         out = run_client(CLIENT, hub.endpoint, tmp_path, T1=c_t0, timeout=600)
@@ -123,6 +151,13 @@ def test_adapters_by_hub_name(tmp_path):
     assert out["clip"]["sources"][0]["commit"] == c_clip
     assert out["clip"]["size"] == 32 and out["clip"]["mean"] == [0.5, 0.5, 0.5]
     assert all(abs(s - 1) < 1e-5 for s in out["clip"]["probs_sum"])
+    # a MONAI bundle by name: MONAI/<name> on the Hub, network and weights from the snapshot
+    assert out["bundle"]["sources"][0]["repo_id"] == "MONAI/tiny_bundle"
+    assert out["bundle"]["hub"] == [{"repo_id": "MONAI/tiny_bundle", "commit": c_bundle}]
+    assert out["bundle"]["shape"] == [1, 16, 16, 16]
+    # hf_vision by hub id: processor size, commit in the encoder identity (the embedding cache key)
+    assert out["vision"]["config"] == {"path": "org/tiny-vit", "hub": [{"repo_id": "org/tiny-vit", "commit": c_vit}]}
+    assert out["vision"]["shape"] == [2, 32] and out["vision"]["size"] == 32
     # hf_vlm by hub id: the commit in the identity, every file's SHA-256 in the weight sources
     src = out["vlm"]["sources"][0]
     assert src["commit"] == c_vlm and out["vlm"]["identity"]["commit"] == c_vlm
