@@ -91,6 +91,14 @@ out["timm_pinned"] = {"sources": b.weight_sources, "fp": model_fingerprint(b)}
 enc = build_encoder({"name": "timm", "options": {"model_name": "hf-hub:org/tiny-timm", "offline": True}},
                     in_channels=3)
 out["timm_encoder"] = enc.identity()["config"]
+from medimg_bench.engine.checkpoint import key_differences
+out["key_diff"] = key_differences({"model": out["timm_pinned"]["fp"]}, {"model": out["timm_main"]["fp"]})
+mark("run")
+from medimg_bench.runs.run import run
+res = run(["dataset=synthetic_cxr", "dataset.options.n=8", "dataset.options.size=32",
+           "model=timm_resnet18", "model.options.model_name=hf-hub:org/tiny-timm", "model.options.revision=v0",
+           "progress=false", "bootstrap.n_resamples=10"], run_dir=os.environ["RUN_DIR"])
+out["manifest"] = json.loads(open(os.path.join(os.environ["RUN_DIR"], "manifest.json")).read())
 mark("clip")
 c = create_model("clip", model_name="hf-hub:org/tiny-clip", classes=["a", "b"])
 import torch
@@ -131,7 +139,7 @@ def test_adapters_by_hub_name(tmp_path):
         c_vit = hub.add_commit("org/tiny-vit", _vit_repo(tmp_path))
         vlm = _vlm_repo(tmp_path)
         c_vlm = hub.add_commit("org/tiny-llava", vlm)
-        out = run_client(CLIENT, hub.endpoint, tmp_path, T1=c_t0, timeout=600)
+        out = run_client(CLIENT, hub.endpoint, tmp_path, T1=c_t0, RUN_DIR=str(tmp_path / "run"), timeout=600)
         phases = hub.phases()
 
     main_src = out["timm_main"]["sources"][0]
@@ -147,6 +155,13 @@ def test_adapters_by_hub_name(tmp_path):
     assert fa["config"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t1}]
     assert fb["config"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t0}]
     assert out["timm_encoder"]["hub"] == [{"repo_id": "org/tiny-timm", "commit": c_t1}]
+    # a resume under the other revision is refused, naming the field
+    assert any(d.startswith("model.config.hub: saved") for d in out["key_diff"]), out["key_diff"]
+    # a run by hub name: manifest.json keeps the id, the revision asked, the commit, every SHA-256
+    weights = out["manifest"]["model_weights"]
+    assert weights[0]["repo_id"] == "org/tiny-timm" and weights[0]["revision"] == "v0"
+    assert weights[0]["commit"] == c_t0
+    assert weights[0]["files"]["model.safetensors"] == hashlib.sha256(t0["model.safetensors"]).hexdigest()
     # open_clip hf-hub: config, preprocessing and weights from the repository
     assert out["clip"]["sources"][0]["commit"] == c_clip
     assert out["clip"]["size"] == 32 and out["clip"]["mean"] == [0.5, 0.5, 0.5]
