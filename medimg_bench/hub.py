@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HubError", "HubSnapshot", "is_offline", "looks_like_hub_id", "split_hf_path",
-           "resolve_snapshot", "resolve_file", "local_weights_record", "git_blob_sha1"]
+           "resolve_snapshot", "resolve_transformers_snapshot", "TRANSFORMERS_FILES", "resolve_file", "local_weights_record", "git_blob_sha1"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -144,6 +144,26 @@ def resolve_snapshot(
     path = Path(folder)
     files = _verified_files(path, repo_id=repo_id, revision=revision, what=what, verify=verify)
     return HubSnapshot(repo_id=repo_id, revision=revision, commit=path.name, path=path, files=files)
+
+
+#: what a transformers model folder needs: configs, tokenizers, chat templates, remote code and
+#: safetensors weights (not the ONNX / TF / Flax / GGUF copies many repositories also hold)
+TRANSFORMERS_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*.tiktoken", "*.py")
+
+
+def resolve_transformers_snapshot(repo_id: str, *, revision: str | None = None, offline: bool | None = None,
+                                  what: str = "model") -> HubSnapshot:
+    """:func:`resolve_snapshot` of the files a transformers model needs (:data:`TRANSFORMERS_FILES`);
+    a repository without safetensors weights also gets its ``*.bin`` files (read by transformers
+    with ``weights_only=True``)."""
+    snap = resolve_snapshot(repo_id, revision=revision, offline=offline, allow_patterns=TRANSFORMERS_FILES,
+                            what=what)
+    if any(f.endswith(".safetensors") for f in snap.files):
+        return snap
+    full = resolve_snapshot(repo_id, revision=snap.commit, offline=offline,
+                            allow_patterns=[*TRANSFORMERS_FILES, "*.bin"], what=what)
+    return HubSnapshot(repo_id=snap.repo_id, revision=revision, commit=full.commit, path=full.path,
+                       files=full.files)
 
 
 def resolve_file(

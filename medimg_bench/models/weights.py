@@ -21,6 +21,7 @@ from medimg_bench.hub import (
     looks_like_hub_id,
     resolve_file,
     resolve_snapshot,
+    resolve_transformers_snapshot,
 )
 from medimg_bench.models.preprocess import require_local_path
 
@@ -167,5 +168,5 @@ def hf_model_folder(path: Any, *, revision: str | None = None, offline: bool = F
     if local.exists() or not looks_like_hub_id(path):
         local = require_local_path(path, option)
         return local, [local_weights_record(local)]
-    snap = resolve_snapshot(str(path), revision=revision, offline=offline, what=option)
+    snap = resolve_transformers_snapshot(str(path), revision=revision, offline=offline, what=option)
     return snap.path, [snap.record()]

@@ -18,7 +18,7 @@ pytest.importorskip("huggingface_hub")
 CLIENT = """
 import os
 from pathlib import Path
-from medimg_bench.hub import HubError, resolve_snapshot, resolve_file
+from medimg_bench.hub import HubError, resolve_snapshot, resolve_file, resolve_transformers_snapshot
 
 def attempt(key, fn):
     try:
@@ -36,6 +36,9 @@ mark("pinned_old")
 out["pinned_old"] = resolve_snapshot("org/m", revision=os.environ["C1"]).record()
 mark("pinned_old_again")
 out["pinned_old_again"] = resolve_snapshot("org/m", revision=os.environ["C1"]).commit
+mark("transformers")
+out["tf_files"] = sorted(resolve_transformers_snapshot("org/tf").files)
+out["bin_files"] = sorted(resolve_transformers_snapshot("org/binonly").files)
 mark("tag")
 out["tag"] = resolve_snapshot("org/m", revision="v1").commit
 mark("offline_flag")
@@ -77,6 +80,9 @@ def test_snapshots_download_pin_reuse_offline_and_errors(tmp_path):
         hub.drop_after[("org/dropped", "model.safetensors")] = 10_000
         hub.add_commit("org/corrupt", {"config.json": b"{}", "model.safetensors": b"a" * 5000})
         hub.corrupt[("org/corrupt", "model.safetensors")] = b"b" * 5000
+        hub.add_commit("org/tf", {"config.json": b"{}", "model.safetensors": b"s" * 10, "model.onnx": b"o",
+                                  "flax_model.msgpack": b"f", "tokenizer.json": b"{}", "chat_template.jinja": b"t"})
+        hub.add_commit("org/binonly", {"config.json": b"{}", "pytorch_model.bin": b"b" * 10, "tf_model.h5": b"h"})
         out = run_client(CLIENT, hub.endpoint, tmp_path, C1=c1)
         phases = hub.phases()
 
@@ -94,6 +100,10 @@ def test_snapshots_download_pin_reuse_offline_and_errors(tmp_path):
     assert out["pinned_old"]["commit"] == c1
     assert out["pinned_old"]["files"]["config.json"] == hashlib.sha256(b'{"v": 1}').hexdigest()
     assert phases["pinned_old_again"] == []
+    # a transformers folder: configs, tokenizer, template and safetensors, not the ONNX/Flax copies;
+    # .bin weights only where there are no safetensors
+    assert out["tf_files"] == ["chat_template.jinja", "config.json", "model.safetensors", "tokenizer.json"]
+    assert out["bin_files"] == ["config.json", "pytorch_model.bin"]
     assert out["tag"] == c1
     # offline (flag and HF_HUB_OFFLINE=1): the cache only, never the network
     assert out["offline_flag"] == c2 and phases["offline_flag"] == []

@@ -36,11 +36,11 @@ def bertscore(
         raise ValueError("bertscore needs a model: set model_path (option `model_path`) to a folder "
                          "with a transformers model and tokenizer or a hub id (e.g. roberta-large)")
     path = Path(model_path).expanduser()
-    from medimg_bench.hub import looks_like_hub_id, resolve_snapshot
+    from medimg_bench.hub import looks_like_hub_id, resolve_transformers_snapshot
 
     if not path.exists() and looks_like_hub_id(model_path):
-        path = resolve_snapshot(str(model_path), revision=revision, offline=offline,
-                                what="bertscore model_path").path
+        path = resolve_transformers_snapshot(str(model_path), revision=revision, offline=offline,
+                                             what="bertscore model_path").path
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"bertscore: no model at {str(path)!r} (option `model_path`): config.json is missing")
     if len(generated) != len(references):

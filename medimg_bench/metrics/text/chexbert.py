@@ -28,14 +28,19 @@ _CLASS_TO_LABEL = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}  # blank, positive, negat
 def _require(path: str | Path | None, option: str, what: str) -> Path:
     if path is None:
         raise ValueError(f"CheXbert needs weights: set `{option}` to {what}")
-    from medimg_bench.hub import looks_like_hub_id, resolve_file, resolve_snapshot, split_hf_path
+    from medimg_bench.hub import (
+        looks_like_hub_id,
+        resolve_file,
+        resolve_transformers_snapshot,
+        split_hf_path,
+    )
 
     if str(path).startswith("hf://"):
         repo_id, revision, filename = split_hf_path(str(path))
         return resolve_file(repo_id, filename, revision=revision, what=f"CheXbert `{option}`")[0]
     p = Path(path).expanduser()
     if not p.exists() and looks_like_hub_id(path):
-        return resolve_snapshot(str(path), what=f"CheXbert `{option}`").path
+        return resolve_transformers_snapshot(str(path), what=f"CheXbert `{option}`").path
     if not p.exists():
         raise FileNotFoundError(f"CheXbert: {what} {str(p)!r} (option `{option}`) does not exist")
     return p

@@ -155,10 +155,10 @@ class HFVLMAdapter(GenerativeAdapter):
             raise FileNotFoundError(f"hf_vlm: model folder {self.path} does not exist")
         self.hub_snapshot = None
         if not local.exists():  # a hub id: downloaded (or found in the cache) and pinned to its commit
-            from medimg_bench.hub import resolve_snapshot
+            from medimg_bench.hub import resolve_transformers_snapshot
 
-            self.hub_snapshot = resolve_snapshot(self.path, revision=revision, what="hf_vlm model.options.path",
-                                                 offline=offline or local_files_only)
+            self.hub_snapshot = resolve_transformers_snapshot(
+                self.path, revision=revision, what="hf_vlm model.options.path", offline=offline or local_files_only)
             local = self.hub_snapshot.path
         if dtype == "auto":
             torch_dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
