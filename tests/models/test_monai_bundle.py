@@ -14,14 +14,15 @@ NET = {"_target_": "UNet", "spatial_dims": 3, "in_channels": 1, "out_channels": 
        "strides": [2], "num_res_units": 0}
 
 
-def make_bundle(root, net=NET, *, seed=0):
+def make_bundle(root, net=NET, *, seed=0, out_channels=2):
+    """A bundle folder whose weights are a UNet of NET's shape with ``out_channels`` outputs."""
     from monai.networks.nets import UNet
 
     (root / "configs").mkdir(parents=True)
     (root / "models").mkdir()
     (root / "configs" / "inference.json").write_text(json.dumps({"network_def": net, "other": "$print(1)"}))
     torch.manual_seed(seed)
-    kwargs = {k: v for k, v in NET.items() if k != "_target_"}
+    kwargs = {k: v for k, v in NET.items() if k != "_target_"} | {"out_channels": out_channels}
     torch.save(UNet(**kwargs).state_dict(), root / "models" / "model.pt")
     return root
 
