@@ -114,7 +114,8 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, what: str, of
         return HubError(f"{where}: the repository has no such file ({exc})", "missing_file")
     if isinstance(exc, (errors.RepositoryNotFoundError, errors.GatedRepoError)):
         return HubError(f"{where}: no such model on {_endpoint()} (or it is private/gated and no token "
-                        "is set); check the id", "unknown_repo")
+                        f"is set: HF_TOKEN), and no local folder {os.path.abspath(repo_id)} either; check the "
+                        "id or the path", "unknown_repo")
     return HubError(f"{where}: could not be downloaded from {_endpoint()} and is not complete in the "
                     f"local cache {cache}: {type(exc).__name__}: {exc}")
 
