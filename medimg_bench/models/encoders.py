@@ -142,33 +142,38 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
                        preprocess={"channels": kwargs["in_channels"], "size": opt.get("image_size")},
                        forward=fwd)
     if name == "hf_vision":
-        from medimg_bench.models.weights import hf_model_folder, sources_identity
-
-        path, sources = hf_model_folder(opt.get("path"), revision=opt.get("revision"),
-                                        offline=bool(opt.get("offline", False)))
-        from transformers import AutoImageProcessor, AutoModel
-
-        module = AutoModel.from_pretrained(str(path), local_files_only=True)
-        module = getattr(module, "vision_model", module)
-        size, mean, std = opt.get("image_size"), opt.get("mean"), opt.get("std")
-        try:
-            proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
-            mean = mean or list(proc.image_mean)
-            std = std or list(proc.image_std)
-            size = size or _processor_size(proc.size)
-        except (OSError, ValueError, AttributeError):
-            pass
-        chans = int(getattr(module.config, "num_channels", 3))
-
-        def fwd(x: torch.Tensor) -> Any:
-            return module(pixel_values=x)
-
-        hub = sources_identity(sources)
-        config = {"path": str(opt.get("path")) if hub else str(path), **({"hub": hub} if hub else {})}
-        return Encoder(module, kind="hf_vision", config=config, weight_sources=sources,
-                       preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
+        return _hf_vision_encoder(opt)
     raise ValueError(f"model {name!r} cannot be used as a frozen encoder; use timm, clip, monai_encoder "
                      "or hf_vision")
+
+
+def _hf_vision_encoder(opt: Mapping[str, Any]) -> Encoder:
+    """A transformers vision model (its ``vision_model`` when it has one) from a folder or hub id."""
+    from medimg_bench.models.weights import hf_model_folder, sources_identity
+
+    path, sources = hf_model_folder(opt.get("path"), revision=opt.get("revision"),
+                                    offline=bool(opt.get("offline", False)))
+    from transformers import AutoImageProcessor, AutoModel
+
+    module = AutoModel.from_pretrained(str(path), local_files_only=True)
+    module = getattr(module, "vision_model", module)
+    size, mean, std = opt.get("image_size"), opt.get("mean"), opt.get("std")
+    try:
+        proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+        mean = mean or list(proc.image_mean)
+        std = std or list(proc.image_std)
+        size = size or _processor_size(proc.size)
+    except (OSError, ValueError, AttributeError):
+        pass
+    chans = int(getattr(module.config, "num_channels", 3))
+
+    def fwd(x: torch.Tensor) -> Any:
+        return module(pixel_values=x)
+
+    hub = sources_identity(sources)
+    config = {"path": str(opt.get("path")) if hub else str(path), **({"hub": hub} if hub else {})}
+    return Encoder(module, kind="hf_vision", config=config, weight_sources=sources,
+                   preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
 
 
 def _processor_size(s: Any) -> int | None:

@@ -62,6 +62,19 @@ def model_files_signature(path: str, *, revision: str | None = None) -> str | No
     return files_signature(folder)
 
 
+def _torch_dtype(dtype: str) -> Any:
+    """``auto`` → bfloat16 with CUDA, else float32; a name → that torch dtype."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    try:
+        return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+                "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}[str(dtype)]
+    except KeyError:
+        raise ValueError(f"hf_vlm: unknown dtype {dtype!r} (auto, bfloat16, float16, float32)") from None
+
+
 def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], int]:
     """Chat messages in the transformers content-list format for ``request`` and the number of
     images they place. ``<image>`` in the user text marks where each image goes; images beyond
@@ -133,8 +146,6 @@ class HFVLMAdapter(GenerativeAdapter):
         cache_nondeterministic: bool = False,
         name: str = "",
     ) -> None:
-        import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
 
         super().__init__(name=name or "hf_vlm", settings=settings_from_options(
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed))
@@ -160,30 +171,10 @@ class HFVLMAdapter(GenerativeAdapter):
             self.hub_snapshot = resolve_transformers_snapshot(
                 self.path, revision=revision, what="hf_vlm model.options.path", offline=offline or local_files_only)
             local = self.hub_snapshot.path
-        if dtype == "auto":
-            torch_dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-        else:
-            try:
-                torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-                               "float16": torch.float16, "fp16": torch.float16,
-                               "float32": torch.float32, "fp32": torch.float32}[str(dtype)]
-            except KeyError:
-                raise ValueError(f"hf_vlm: unknown dtype {dtype!r} (auto, bfloat16, float16, "
-                                 "float32)") from None
+        torch_dtype = _torch_dtype(dtype)
         self.dtype = str(torch_dtype).replace("torch.", "")
-        common: dict[str, Any] = {"trust_remote_code": trust_remote_code, "local_files_only": True}
-        src = str(local)
-        try:
-            self.processor = AutoProcessor.from_pretrained(src, **common, **self.processor_kwargs)
-            kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
-            if device_map is not None:
-                kwargs["device_map"] = device_map
-            if attn_implementation:
-                kwargs["attn_implementation"] = attn_implementation
-            self.model = AutoModelForImageTextToText.from_pretrained(src, **kwargs).eval()
-        except (OSError, ValueError) as exc:
-            raise OSError(f"hf_vlm: cannot load an image-text-to-text model from {self.path}: "
-                          f"{exc}") from exc
+        self._load(local, torch_dtype, trust_remote_code=trust_remote_code,
+                   attn_implementation=attn_implementation)
         tok = getattr(self.processor, "tokenizer", None)
         if tok is None:
             raise ValueError(f"hf_vlm: the processor at {self.path} has no tokenizer")
@@ -205,6 +196,25 @@ class HFVLMAdapter(GenerativeAdapter):
         self.device = str(getattr(self.model, "device", "cpu"))
         self.attach_cache(cache=cache, cache_path=cache_path,
                           cache_nondeterministic=cache_nondeterministic)
+
+    def _load(self, local: Path, torch_dtype: Any, *, trust_remote_code: bool,
+              attn_implementation: str | None) -> None:
+        """Processor and model from the local folder (never the network: a hub id was resolved
+        to its snapshot before)."""
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        common: dict[str, Any] = {"trust_remote_code": trust_remote_code, "local_files_only": True}
+        try:
+            self.processor = AutoProcessor.from_pretrained(str(local), **common, **self.processor_kwargs)
+            kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
+            if self.device_map is not None:
+                kwargs["device_map"] = self.device_map
+            if attn_implementation:
+                kwargs["attn_implementation"] = attn_implementation
+            self.model = AutoModelForImageTextToText.from_pretrained(str(local), **kwargs).eval()
+        except (OSError, ValueError) as exc:
+            raise OSError(f"hf_vlm: cannot load an image-text-to-text model from {self.path}: "
+                          f"{exc}") from exc
 
     # -- engine hooks -----------------------------------------------------------------------------
     def to(self, device: Any) -> HFVLMAdapter:
