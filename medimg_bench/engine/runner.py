@@ -287,6 +287,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
         "name": run.label,
         "task": run.task.name,
         "model": getattr(run.model, "name", type(run.model).__name__),
+        # hub id, revision, resolved commit and SHA-256 of every weight file (medimg_bench/hub.py)
+        "model_weights": getattr(run.model, "weight_sources", None),
         # hashing the weights costs ~1 s per GB: done when a checkpoint or a shard needs it
         "model_fingerprint": ckpt.key["model"] if ckpt is not None
         else model_fingerprint(run.model) if options.shard is not None else None,
