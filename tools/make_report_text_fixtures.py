@@ -54,7 +54,8 @@ def ptb_fixture() -> dict:
     out = PTBTokenizer().tokenize({i: [{"caption": s}] for i, s in enumerate(sents)})
     return {"source": "pycocoevalcap 1.2 PTBTokenizer (stanford-corenlp-3.4.1.jar)",
             "corpus": "ptb_corpus.corpus(20000, seed=0)", "inputs_sha256": digest(sents),
-            "tokens": [out[i][0] for i in range(len(sents))]}
+            # the inputs are stored too: the corpus draws on other fixtures, which grow
+            "inputs": sents, "tokens": [out[i][0] for i in range(len(sents))]}
 
 
 def r2gen_part(r2gen_dir: Path, data: dict) -> dict:

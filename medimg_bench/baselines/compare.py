@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compare_runs", "cli_main"]
+__all__ = ["compare_runs", "data_differences", "cli_main"]
 
 _KEYS = {"id", "patient_id", "class", "status", "error"}
 
@@ -32,16 +32,69 @@ def _ok(samples: Any) -> Any:
     return samples[samples["status"] == "ok"] if "status" in samples else samples
 
 
+def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], list[str]]:
+    """``(data, options)``: the dataset-identity fields of two run directories' manifests that
+    differ, as ``"field: A …, B …"`` — the manifest or the content of its files (``data``), the
+    loader options (``options``). Runs written before the identity existed are compared by
+    their fingerprint alone."""
+    import logging
+
+    from medimg_bench.engine.checkpoint import _flatten
+
+    def identity(run: Path) -> dict[str, Any]:
+        path = Path(run) / "manifest.json"
+        if not path.exists():
+            logging.getLogger(__name__).warning("compare: %s has no manifest.json; its data is not checked", run)
+            return {}
+        ds = json.loads(path.read_text()).get("dataset") or {}
+        return ds.get("identity") or {"fingerprint": ds.get("fingerprint")}
+
+    def diff(a: Any, b: Any) -> list[str]:
+        fa, fb = _flatten(a), _flatten(b)
+        return [f"{k}: A {fa.get(k, '<absent>')!r}, B {fb.get(k, '<absent>')!r}"
+                for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
+
+    ia, ib = identity(Path(run_a)), identity(Path(run_b))
+    if not ia or not ib or ia.get("fingerprint") == ib.get("fingerprint"):
+        return [], []
+    if "manifest_sha256" not in ia or "manifest_sha256" not in ib:  # an older run: fingerprints only
+        return diff({"fingerprint": ia.get("fingerprint")}, {"fingerprint": ib.get("fingerprint")}), []
+    parts = ("manifest_sha256", "content_sha256", "n_files", "n_missing")
+    data = diff({k: ia.get(k) for k in parts}, {k: ib.get(k) for k in parts})
+    return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
+
+
+def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool) -> None:
+    """Refuse runs whose data differ (unless ``allow``); warn when only the options do."""
+    import logging
+
+    data, options = data_differences(run_a, run_b)
+    if data and not allow:
+        raise ValueError(
+            f"compare: {str(run_a)!r} and {str(run_b)!r} read different data (dataset fields that "
+            f"differ: {'; '.join(data[:4])}); a paired comparison needs the same samples with the "
+            "same labels and bytes; pass --different-data to compare them anyway")
+    if options:
+        logging.getLogger(__name__).warning("compare: the runs read the data with other options: %s",
+                                            "; ".join(options[:4]))
+
+
 def compare_runs(
     run_a: str | Path, run_b: str | Path, *, intersection: bool = False, n_resamples: int = 1000,
-    seed: int = 0, threshold: float = 0.5, holm_correction: bool = False,
+    seed: int = 0, threshold: float = 0.5, holm_correction: bool = False, different_data: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per (metric, class): ``estimate_a``, ``estimate_b``, ``difference`` (a − b),
-    ``ci_low``/``ci_high`` (paired patient bootstrap), ``p_value`` and the ``test`` used."""
+    ``ci_low``/``ci_high`` (paired patient bootstrap), ``p_value`` and the ``test`` used.
+
+    Runs whose data differ — another manifest (labels, ids) or other bytes in its files, by the
+    dataset fingerprint of their manifests — are refused unless ``different_data`` (or
+    ``intersection``, where the sample sets differ by design); runs that read the same files with
+    other loader options are compared, with a warning naming the options."""
     from medimg_bench.metrics.classification import auroc
     from medimg_bench.metrics.paired import holm, mcnemar_test
     from medimg_bench.metrics.stats import delong_test, paired_bootstrap
 
+    _check_same_data(run_a, run_b, allow=different_data or intersection)
     a, b = _ok(_load(Path(run_a))), _ok(_load(Path(run_b)))
     ids_a, ids_b = set(a["id"].astype(str)), set(b["id"].astype(str))
     if ids_a != ids_b:
@@ -118,6 +171,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("run_a")
     ap.add_argument("run_b")
     ap.add_argument("--intersection", action="store_true", help="compare the samples both runs scored")
+    ap.add_argument("--different-data", action="store_true",
+                    help="compare runs whose dataset fingerprints say they read different data")
     ap.add_argument("--holm", action="store_true", help="Holm-adjusted p-values (column p_holm)")
     ap.add_argument("--n-resamples", type=int, default=1000)
     ap.add_argument("--threshold", type=float, default=0.5, help="for accuracy / McNemar")
@@ -128,7 +183,7 @@ def cli_main(argv: list[str]) -> int:
     try:
         rows = compare_runs(args.run_a, args.run_b, intersection=args.intersection,
                             n_resamples=args.n_resamples, seed=args.seed, threshold=args.threshold,
-                            holm_correction=args.holm)
+                            holm_correction=args.holm, different_data=args.different_data)
     except (ValueError, FileNotFoundError) as exc:
         print(f"medimg-bench compare: {exc}", file=sys.stderr)
         return 2

@@ -86,10 +86,12 @@ class ReportGenerationTask(Task):
         return {"responses": model.generate(requests)}
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
+
         generated, references = [], []
         for sid, resp, ref in zip(batch["id"], outputs["responses"], batch["report"]):
             if resp.error:  # failed requests are failed samples, so a resumed run retries them
-                raise RuntimeError(f"sample {sid!r}: generation failed: {resp.error}")
+                raise GenerationFailed(f"sample {sid!r}: generation failed: {resp.error}")
             if not isinstance(ref, str) or not ref.strip():
                 raise ValueError(f"sample {sid!r}: no reference report")
             generated.append(resp.text or "")

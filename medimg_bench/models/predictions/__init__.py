@@ -12,6 +12,8 @@ tool's outputs are looked up by sample id and go through this package's metrics 
   report-generation repositories commit: ``dicom_id,report``, ``study_id,report``, ``id,text``...;
   or ``id_column`` / ``text_column``), served through the generative protocol (``generate``).
   Such a run reads no pixels: the dataset is told to skip its images.
+* 2D maps: a folder of ``<id>.png`` / ``<id>.npy`` probability maps (:mod:`.maps`), served as
+  float64 ``maps`` and thresholded ``labels``; a size mismatch with the mask names both files.
 
 A prediction missing for a sample fails that sample with its id (a missed case never vanishes
 from the mean). Predictions for ids the dataset does not have are counted and logged once, when
@@ -23,6 +25,8 @@ from __future__ import annotations
 from medimg_bench.models.predictions.answers import AnswersFromFile
 from medimg_bench.models.predictions.factory import predictions
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
+from medimg_bench.models.predictions.maps import MapsFromFolder, read_map
 from medimg_bench.models.predictions.scores import ScoresFromFile
 
-__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "AnswersFromFile", "predictions"]
+__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "MapsFromFolder", "AnswersFromFile", "predictions",
+           "read_map"]

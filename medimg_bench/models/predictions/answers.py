@@ -102,8 +102,9 @@ class AnswersFromFile(GenerativeAdapter):
             dataset.text_only = True
 
     def identity(self) -> dict[str, Any]:
-        st = self.source.stat()
-        return {"source": str(self.source), "size": st.st_size, "mtime": int(st.st_mtime)}
+        from medimg_bench.models.predictions.lookup import file_digests
+
+        return {"source": str(self.source), "files": file_digests(self.source)}
 
     def _generate(self, requests: Sequence[Any]) -> list[GenerationResponse]:
         out = []

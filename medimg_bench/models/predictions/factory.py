@@ -9,6 +9,7 @@ from typing import Any
 from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
+from medimg_bench.models.predictions.maps import MapsFromFolder
 from medimg_bench.models.predictions.scores import ScoresFromFile
 from medimg_bench.registry import register_model
 
@@ -25,11 +26,14 @@ def predictions(
     text_column: str | None = None,
     num_classes: int | None = None,
     in_channels: int | None = None,
+    threshold: float = 0.5,
+    resize: bool = False,
 ) -> Any:
-    """Predictions already on disk (see the module docstring). ``kind``: ``auto`` (from the
+    """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
-    ``classification``, ``segmentation`` or ``answers`` (alias ``reports``). ``in_channels`` is
-    not used (stored predictions need no pixels)."""
+    ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
+    makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
+    ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -43,9 +47,12 @@ def predictions(
             kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
+        elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
+            kind = "maps"
         else:
             raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores, a CSV/Parquet/JSONL of answers or a folder of <id>.nii.gz label maps")
+                             "scores, a CSV/Parquet/JSONL of answers, a folder of <id>.nii.gz label maps "
+                             "or of <id>.png / .npy maps")
     if kind == "classification":
         path = _find(root, tables[:2])
         if path is None:
@@ -58,4 +65,6 @@ def predictions(
         return AnswersFromFile(path, text_column=text_column, id_column=id_column)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation, answers or reports, got {kind!r}")
+    if kind == "maps":
+        return MapsFromFolder(root, threshold=threshold, resize=resize)
+    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, answers or reports, got {kind!r}")

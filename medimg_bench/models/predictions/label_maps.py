@@ -32,9 +32,13 @@ class LabelMapsFromFolder(_Lookup):
             array, meta = read_image(path)
             image = images[i]
             shape = tuple(image.shape[1:])
-            labels = align_to_image_grid(
-                np.asarray(array), meta.get("affine"), metas[i].get("affine"), image_shape=shape,
-                sample_id=str(sid), image_path=metas[i].get("path", "?"), mask_path=path,
-            )
+            try:
+                labels = align_to_image_grid(
+                    np.asarray(array), meta.get("affine"), metas[i].get("affine"), image_shape=shape,
+                    sample_id=str(sid), image_path=metas[i].get("path", "?"), mask_path=path,
+                )
+            except Exception as exc:  # off the image's grid: the prediction's fault, not the label's
+                exc.stage = "predict"  # type: ignore[attr-defined]
+                raise
             out.append(torch.as_tensor(np.ascontiguousarray(labels)).long())
         return {"labels": torch.stack(out).to(self.device)}
