@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunData", "load_run", "find_runs", "is_run_dir", "label_runs"]
+__all__ = ["RunData", "load_run", "find_runs", "is_run_dir", "label_runs", "per_sample_columns"]
 
 
 def is_run_dir(path: Path) -> bool:
@@ -151,3 +151,9 @@ def label_runs(runs: Sequence[RunData], roots: Sequence[Path] = ()) -> None:
         swept = " ".join(f"{k}={kv[k]}" for k in varying if k in kv)
         base = rel if rel not in ("", ".") else r.path.name
         r.label = f"{base}: {swept}" if swept and len(runs) > 1 else base
+
+
+def per_sample_columns(run: RunData) -> list[str]:
+    """The per-sample metric columns of ``samples.parquet`` (summary kind ``per_sample``)."""
+    cols = set(run.samples.columns) if run.samples is not None else set()
+    return [k for k, v in (run.summary.get("metrics") or {}).items() if v.get("kind") == "per_sample" and k in cols]

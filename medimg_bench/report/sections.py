@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from medimg_bench.engine.results import redact_secrets
+from medimg_bench._secrets import redact_secrets
 from medimg_bench.report.html import ci_cell, details, esc, fmt, img, note, table
 from medimg_bench.report.rundir import RunData
 

@@ -13,9 +13,9 @@ import numpy as np
 from medimg_bench.report.html import esc, fmt, img, note, table
 from medimg_bench.report.images import class_color, error_map, overlay, png_bytes, thumbnail
 from medimg_bench.report.inputs import input_images
-from medimg_bench.report.rundir import RunData
+from medimg_bench.report.rundir import RunData, per_sample_columns
 
-__all__ = ["worst_section", "segmentation_worst", "classification_errors", "per_sample_columns",
+__all__ = ["worst_section", "segmentation_worst", "classification_errors",
            "THRESHOLD", "TABLE_ROWS"]
 
 #: decision threshold for multi-label classification errors (the metrics' default)
@@ -23,12 +23,6 @@ THRESHOLD = 0.5
 #: rows of the text tables of worst samples
 TABLE_ROWS = 50
 _PANEL_MIN, _PANEL_MAX = 160, 288
-
-
-def per_sample_columns(run: RunData) -> list[str]:
-    """The per-sample metric columns of ``samples.parquet`` (summary kind ``per_sample``)."""
-    cols = set(run.samples.columns) if run.samples is not None else set()
-    return [k for k, v in (run.summary.get("metrics") or {}).items() if v.get("kind") == "per_sample" and k in cols]
 
 
 def worst_section(run: RunData, *, pictures: int = 8) -> str:

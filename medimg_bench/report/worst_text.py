@@ -13,7 +13,7 @@ import numpy as np
 from medimg_bench.report.html import esc, fmt, img, note, table
 from medimg_bench.report.images import png_bytes
 from medimg_bench.report.inputs import input_images
-from medimg_bench.report.rundir import RunData
+from medimg_bench.report.rundir import RunData, per_sample_columns
 
 __all__ = ["vqa_worst", "report_worst", "vqa_breakdown", "findings_disagreement", "MAX_TEXT_ROWS"]
 
@@ -146,8 +146,6 @@ def _report_card(r: Any, observations: list[str], images: dict[str, list[np.ndar
 def report_worst(run: RunData, *, pictures: int = 8) -> str:
     """Generated reports with the most labeler disagreements (then the lowest first per-report
     metric): both texts and the findings side by side; a table of all."""
-    from medimg_bench.report.worst import per_sample_columns
-
     s = run.samples[run.samples["status"] == "ok"].drop_duplicates("id").copy()
     if s.empty or "generated" not in s:
         return note("No generated report in samples.parquet.")
