@@ -153,7 +153,7 @@ def _errors(run: RunData) -> tuple[Any, str]:
     e = s[s["error"] != ""].copy()
     e["confidence"] = np.where(e["error"] == "false positive", e["score"], 1 - e["score"])
     e = e.sort_values(["confidence", "id", "class"], ascending=[False, True, True], kind="stable")
-    e = e[["id", "class", "error", "score", "label", "confidence"]]
+    e = e[["id", "class", "error", "score", "label", "confidence"]].astype({"label": int})  # 0/1, not 0.000
     return e, (f"Multi-label at threshold {THRESHOLD}: a false positive scores ≥ {THRESHOLD} on a negative label, a "
                f"false negative < {THRESHOLD} on a positive one; confidence = score or 1 − score, most confident first.")
 
