@@ -28,12 +28,20 @@ def predictions(
     in_channels: int | None = None,
     threshold: float = 0.5,
     resize: bool = False,
+    scores: str = "probabilities",
+    multilabel: bool | None = None,
+    circular: bool = False,
+    on_blank: str = "error",
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
     makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
-    ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
+    ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
+    of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
+    CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
+    (``error`` or ``keep`` null / empty / "None" answers)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -57,12 +65,14 @@ def predictions(
         path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
+        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
+                              scores=scores, multilabel=multilabel)
     if kind == "answers":
         path = _find(root, tables[::-1])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
-        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
+                               on_blank=on_blank)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
     if kind == "maps":
