@@ -8,6 +8,7 @@
     medimg-bench merge RUN_DIRS... --out DIR    merge the run directories of a sharded evaluation
     medimg-bench sweep MULTIRUN_DIR             one table of a multirun's run directories
     medimg-bench compare RUN_A RUN_B            paired comparison of two runs
+    medimg-bench report RUN_DIR [RUN_DIR ...]   a self-contained report.html (worst cases with pictures)
     medimg-bench reproduce CARD [k=v ...] | --list   run a published-baseline card
     medimg-bench version
 """
@@ -33,6 +34,7 @@ _SUBCOMMANDS = {
     "sweep": ("medimg_bench.runs.sweep", "cli_main"),
     "compare": ("medimg_bench.baselines.compare", "cli_main"),
     "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
+    "report": ("medimg_bench.report.cli", "cli_main"),
 }
 
 

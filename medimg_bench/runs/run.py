@@ -30,7 +30,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     if c.get("protocol"):
         from medimg_bench.protocols import run_protocol
 
-        return run_protocol(c, run_dir)
+        return _with_report(c, run_protocol(c, run_dir), run_dir)
     from medimg_bench.engine.runner import parse_shard
 
     parse_shard(c.get("shard"))  # a bad spec fails before anything is built
@@ -187,6 +187,28 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
     elif (run_dir / "checkpoint").is_dir():  # what a resume needs to predict exactly those again
         print(f"{n_failed} sample(s) failed; {run_dir / 'checkpoint'} is kept: resume={run_dir} predicts "
               "exactly them again (overwrite=true starts over)", flush=True)
+    _with_report(c, results, run_dir)
+
+
+def _with_report(c: Mapping[str, Any], results: Any, run_dir: Path) -> Any:
+    """Write ``report.html`` for the finished run (or benchmark) unless ``report=false``; a page
+    that cannot be drawn is a warning, never a failed run. Returns ``results``."""
+    from medimg_bench.engine.distributed import is_main_process
+
+    written = (Path(run_dir) / "summary.json").exists() or bool(c.get("benchmark"))
+    if c.get("report", True) is False or not written or not is_main_process():
+        return results
+    import logging
+
+    from medimg_bench.report import write_report
+
+    try:
+        path = write_report(run_dir)
+    except Exception as exc:  # the run's results are written; the page is an extra
+        logging.getLogger(__name__).warning("report.html not written for %s: %s: %s", run_dir, type(exc).__name__, exc)
+        return results
+    print(f"report: {path}", flush=True)
+    return results
 
 
 def _merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
@@ -218,7 +240,7 @@ def _run_benchmark(c: Mapping[str, Any], run_dir: Path, parent_overrides: Sequen
         }
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "benchmark.json").write_text(json.dumps(index, indent=2))
-    return out
+    return _with_report(c, out, run_dir)  # the entries side by side
 
 
 def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> Any:

@@ -35,6 +35,10 @@ class VQAScores(Metric):
     higher_is_better = True
     input_kind = "text"
 
+    def higher_is_better_of(self, name: str) -> bool:
+        """Every column is better higher except ``unparsed_rate`` (the share of answers no rule parsed)."""
+        return name != "unparsed_rate"
+
     def __init__(self, *, class_names: Sequence[str] | None = None, profile: str = "medimg_bench",
                  judge_categories: Sequence[str] | None = None, judge_repeats: int = 1) -> None:
         from medimg_bench.metrics.text.vqa_profiles import PROFILES
