@@ -8,6 +8,7 @@
     medimg-bench merge RUN_DIRS... --out DIR    merge the run directories of a sharded evaluation
     medimg-bench sweep MULTIRUN_DIR             one table of a multirun's run directories
     medimg-bench compare RUN_A RUN_B            paired comparison of two runs
+    medimg-bench report RUN_DIR [RUN_DIR ...]   a self-contained report.html (worst cases with pictures)
     medimg-bench reproduce CARD [k=v ...] | --list   run a published-baseline card
     medimg-bench version
 """
@@ -19,7 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_FAILED_SAMPLES"]
+
+#: exit code of a run that wrote its directory but scored no sample, or failed on more than
+#: ``max_failure_rate`` of them (1 is any other error)
+EXIT_FAILED_SAMPLES = 3
 
 # Subcommands that live in their own module: name -> (module, function taking argv, returning
 # the exit code). A new subcommand is one module plus one line here.
@@ -29,6 +34,7 @@ _SUBCOMMANDS = {
     "sweep": ("medimg_bench.runs.sweep", "cli_main"),
     "compare": ("medimg_bench.baselines.compare", "cli_main"),
     "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
+    "report": ("medimg_bench.report.cli", "cli_main"),
 }
 
 
@@ -49,14 +55,19 @@ def _hydra_run(argv: Sequence[str]) -> int:
         print(f"medimg-bench run: {error}", file=sys.stderr)
         return 2
 
+    verdicts: list[str] = []
+    errors: list[BaseException] = []
+
     def task_function(cfg: DictConfig) -> None:
         hc = HydraConfig.get()
         out_dir = Path(hc.runtime.output_dir)
         _redact_hydra_files(cfg, hc, out_dir)  # before anything else reads them
         run_dir = cfg.get("resume") or str(out_dir)
         try:
-            run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
-        except BaseException:
+            rate = _max_failure_rate(cfg)
+            results = run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+        except BaseException as exc:
+            errors.append(exc)
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # a failed run leaves no folder
             raise
         from medimg_bench.engine.distributed import is_main_process
@@ -65,16 +76,57 @@ def _hydra_run(argv: Sequence[str]) -> int:
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # resumed elsewhere, or rank > 0
         if is_main_process():
             print(f"run directory: {run_dir}", flush=True)
+        verdict = _failure_verdict(results, rate)
+        if verdict:  # written and shown; the exit code tells a pipeline the run is not a success
+            verdicts.append(verdict)
+            raise _failed_samples_error()(verdict)
 
     saved = sys.argv
     sys.argv = ["medimg-bench", *argv]
     try:
         hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(task_function)()
     except SystemExit as exc:  # hydra exits 1 on an exception in the task function
-        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+        code = int(exc.code or 0) if isinstance(exc.code, int) else 1
+        return EXIT_FAILED_SAMPLES if code == 1 and verdicts and not errors else code
     finally:
         sys.argv = saved
     return 0
+
+
+def _failed_samples_error() -> type[Exception]:
+    """The error a run with too many failed samples raises: Hydra reports it by its message
+    alone, without a traceback (defined on use: Hydra is imported only by ``run``; a plain
+    function, which the submitit launchers can pickle with the task function)."""
+    from hydra.errors import CompactHydraException
+
+    class FailedSamples(CompactHydraException):
+        """The run directory is written, but too many of its samples failed."""
+
+    return FailedSamples
+
+
+def _max_failure_rate(cfg: Any) -> float:
+    """``max_failure_rate`` of the config (a fraction in [0, 1]; 1.0 when absent)."""
+    value = cfg.get("max_failure_rate", 1.0)
+    try:
+        rate = float(1.0 if value is None else value)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"max_failure_rate={value!r}: expected a fraction between 0 and 1 "
+                         "(e.g. 0.05; 1.0 fails only a run that scored no sample)")
+    return rate
+
+
+def _failure_verdict(results: Any, rate: float) -> str | None:
+    """Why a run (or each entry of a benchmark) failed too many samples, or None."""
+    entries = results.values() if isinstance(results, dict) else [results]
+    reports = [r.failure_report(rate) for r in entries if hasattr(r, "failure_report")]
+    reports = [r for r in reports if r]
+    if not reports:
+        return None
+    return ("medimg-bench run: the run directory is written, but\n" + "\n".join(reports)
+            + f"\n(exit {EXIT_FAILED_SAMPLES}; max_failure_rate=1.0 fails only a run that scored no sample)")
 
 
 def _is_hydra_only(path: Path) -> bool:

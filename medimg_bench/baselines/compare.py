@@ -178,6 +178,7 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--threshold", type=float, default=0.5, help="for accuracy / McNemar")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also write the table as JSON here")
+    ap.add_argument("--html", default=None, help="also write a report.html here: this table above both runs side by side")
     args = ap.parse_args(argv)
     try:
         rows = compare_runs(args.run_a, args.run_b, intersection=args.intersection,
@@ -195,4 +196,8 @@ def cli_main(argv: list[str]) -> int:
         print(line + (f"  {r['p_holm']:.4g}" if args.holm else ""))
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=2, default=float))
+    if args.html:
+        from medimg_bench.report import write_report
+
+        print(f"wrote {write_report([args.run_a, args.run_b], out=args.html, paired=rows)}")
     return 0
