@@ -45,10 +45,11 @@ def _hydra_run(argv: Sequence[str]) -> int:
 
     from medimg_bench.resources import config_dir
     from medimg_bench.runs import run_config
-    from medimg_bench.runs.compose import check_overrides, resolve_aliases
+    from medimg_bench.runs.compose import check_overrides, resolve_aliases, resume_overrides
 
+    argv, resumed = resume_overrides(argv)
     argv, notes = resolve_aliases(argv)
-    for note in notes:
+    for note in [*resumed, *notes]:
         print(f"medimg-bench run: {note}", file=sys.stderr)
     error = _check_launcher(argv) or check_overrides(argv)
     if error:

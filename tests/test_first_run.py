@@ -69,3 +69,32 @@ def test_datasets_check_takes_dataset_root_like_run(tmp_path, capsys):
     assert a == b != 0
     out = capsys.readouterr()
     assert (out.out + out.err).count(str(missing)) >= 2
+
+
+def _vqa_run(tmp_path, monkeypatch, *extra):
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    return ["run", "task=vqa", "bootstrap.n_resamples=5", "progress=false", "task.options.max_new_tokens=2",
+            "dataset.options.n=12", *extra]
+
+
+def test_resume_dir_alone_uses_the_saved_overrides(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "runs"
+    assert main([*_vqa_run(tmp_path, monkeypatch), "batch_size=4", f"output_dir={out}"]) == 0
+    run = next(p.parent for p in out.rglob("summary.json"))
+    capsys.readouterr()
+    # nothing retyped: the saved task/model/dataset/options come back and the finished run is shown
+    assert main(["run", f"resume={run}", f"output_dir={tmp_path / 'other'}"]) == 0
+    captured = capsys.readouterr()
+    assert "using the run's saved overrides" in captured.err and "task=vqa" in captured.err
+    assert "accuracy" in captured.out
+
+
+def test_resume_overrides_given_beside_resume_win(tmp_path):
+    from medimg_bench.runs.compose import resume_overrides
+
+    run = tmp_path / "r"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- task=vqa\n- batch_size=4\n- output_dir=/x\n")
+    out, notes = resume_overrides([f"resume={run}", "batch_size=8"])
+    assert out == ["task=vqa", f"resume={run}", "batch_size=8"] and notes
+    assert resume_overrides(["task=vqa"]) == (["task=vqa"], [])

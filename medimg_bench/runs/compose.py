@@ -5,12 +5,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from medimg_bench.resources import config_dir
 
 __all__ = ["ConfigError", "check_overrides", "compose_config", "config_dir", "explain_compose_error", "plain",
-           "resolve_aliases"]
+           "resolve_aliases", "resume_overrides"]
 
 # A task chooses its default groups: `task=segmentation` alone runs a segmentation model and
 # metrics on a segmentation dataset; any of them given on the command line wins.
@@ -60,6 +61,43 @@ def resolve_aliases(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
                 out.append(f"{group}={choice}")
                 notes.append(f"task={tasks[-1]}: {group}={choice} (the task's default)")
     return out, notes
+
+# Keys a resume never takes from the saved run: they say where and how to run, not what.
+_NOT_REPLAYED = ("resume", "overwrite", "output_dir", "hydra", "verbose")
+
+
+def _saved_overrides(run_dir: Path) -> list[str] | None:
+    """The overrides the run in ``run_dir`` (or the benchmark above it) was started with, from
+    Hydra's ``.hydra/overrides.yaml``; None when no run directory saved them."""
+    import yaml
+
+    for d in (run_dir, *run_dir.parents):
+        f = d / ".hydra" / "overrides.yaml"
+        if f.is_file():
+            saved = yaml.safe_load(f.read_text(encoding="utf-8")) or []
+            return [str(o) for o in saved]
+        if d == run_dir.parent:  # a benchmark entry's directory: look one level up, no further
+            break
+    return None
+
+
+def resume_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``resume=DIR`` alone brings back the overrides DIR's run was started with (saved by Hydra
+    in ``DIR/.hydra/overrides.yaml``); an override given beside ``resume=`` wins over the saved
+    one of the same key. Returns (overrides, notes)."""
+    resume = [o.partition("=")[2] for o in overrides if o.lstrip("+~").partition("=")[0] == "resume"]
+    if not resume or not resume[-1] or resume[-1] == "null":
+        return list(overrides), []
+    saved = _saved_overrides(Path(resume[-1]))
+    if saved is None:
+        return list(overrides), []
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    replay = [o for o in saved
+              if o.partition("=")[0].lstrip("+~") not in given
+              and not o.partition("=")[0].lstrip("+~").startswith(_NOT_REPLAYED)]
+    notes = [f"resume={resume[-1]}: using the run's saved overrides {' '.join(replay)}"] if replay else []
+    return [*replay, *overrides], notes
+
 
 def _flat_keys(node: Any, prefix: str = "") -> list[str]:
     if isinstance(node, dict):
