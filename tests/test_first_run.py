@@ -98,3 +98,49 @@ def test_resume_overrides_given_beside_resume_win(tmp_path):
     out, notes = resume_overrides([f"resume={run}", "batch_size=8"])
     assert out == ["task=vqa", f"resume={run}", "batch_size=8"] and notes
     assert resume_overrides(["task=vqa"]) == (["task=vqa"], [])
+
+
+class _Res:
+    def __init__(self, summary):
+        import pandas as pd
+
+        self.name, self.summary = "t", summary
+        self.samples = pd.DataFrame({"id": [], "status": [], "error": []})
+
+
+def _printed(summary):
+    from rich.console import Console
+
+    from medimg_bench.engine.report import print_summary
+
+    console = Console(record=True, width=140)
+    print_summary(_Res(summary), console)
+    return console.export_text()
+
+
+def test_dataset_level_metrics_are_printed_without_a_class_column():
+    entry = {"value": 0.5, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+    text = _printed({"metrics": {"accuracy": {"per_class": {"0": entry}, "mean": entry}}})
+    assert "class" not in text and "accuracy" in text and "0.500" in text
+    both = _printed({"metrics": {"accuracy": {"per_class": {"0": entry}},
+                                 "auroc": {"per_class": {"a": entry, "b": entry}, "mean": entry}}})
+    assert "class" in both and "mean" in both
+
+
+def test_subgroup_results_are_printed():
+    entry = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+    text = _printed({"metrics": {"accuracy": {"per_class": {"0": entry}}},
+                     "subgroups": {"sex": {"accuracy": {"per_group": {"F": entry, "M": {**entry, "value": 0.25}},
+                                                        "gap": 0.25}}}})
+    assert "subgroups" in text and "F" in text and "M" in text and "0.250" in text
+
+
+def test_per_sample_summary_entries_carry_value_and_mean(tmp_path, monkeypatch):
+    import json
+
+    out = tmp_path / "runs"
+    assert main([*_vqa_run(tmp_path, monkeypatch), f"output_dir={out}"]) == 0
+    summary = json.loads(next(out.rglob("summary.json")).read_text())
+    for m in summary["metrics"].values():
+        for e in m["per_class"].values():
+            assert "value" in e and ("mean" not in e or e["mean"] == e["value"])

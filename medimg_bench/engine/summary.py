@@ -182,7 +182,8 @@ def _per_sample_summary(
         col = v[:, j]
         valid = col[~col.isnan()]
         res["per_class"][cname] = {
-            "mean": _f(ci.estimate[j]),
+            "value": _f(ci.estimate[j]),  # the one key every metric entry has
+            "mean": _f(ci.estimate[j]),  # alias kept for readers of older summaries
             "ci_low": _f(ci.low[j]),
             "ci_high": _f(ci.high[j]),
             "median": _f(valid.median()) if len(valid) else None,
