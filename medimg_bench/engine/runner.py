@@ -298,6 +298,7 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "fingerprint": run.identity.data.get("fingerprint"),
             "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
+            "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },
         "device": _device_name(run.device),

@@ -50,7 +50,8 @@ class SegmentationTask(Task):
     ) -> dict[str, Metric]:
         spec = dict(spec) if spec else dict(self.default_metrics)
         if not classes:
-            raise ValueError("segmentation metrics need the dataset's class list (dataset.classes)")
+            raise ValueError("segmentation metrics need the dataset's class list, background first: set "
+                             "dataset.options.classes, e.g. dataset.options.classes=[background,liver,tumour]")
         metrics = {}
         for name, options in spec.items():
             options = dict(options or {})

@@ -98,6 +98,9 @@ def nifti_pairs(
                 "split": split,
             }
         )
+    note = None
+    if classes is None and labels:
+        classes, note = _classes_from(r, [r / p for p in labels.values()])
     ds = VolumeDataset(
         pd.DataFrame(rows),
         root=r,
@@ -106,4 +109,39 @@ def nifti_pairs(
         name="nifti_pairs",
         **options,
     )
-    return _finish(ds, None, slice_axis, only)
+    out = _finish(ds, None, slice_axis, only)
+    out.classes_note = note  # manifest.json["dataset"]["classes_note"]
+    return out
+
+
+def _classes_from(root: Path, label_files: Sequence[Path]) -> tuple[list[str], str]:
+    """The class list (background first) when ``classes`` is not given: the ``labels`` of
+    ``root/dataset.json`` (nnU-Net v1 ``{"0": "background"}`` or v2 ``{"background": 0}``), else
+    ``background, label_1 .. label_K`` with K the largest label value found. Returns (classes, note)."""
+    import json
+
+    meta = root / "dataset.json"
+    if meta.is_file():
+        info = json.loads(meta.read_text(encoding="utf-8")).get("labels")
+        if isinstance(info, dict) and info:
+            try:
+                pairs = {int(k): str(v) for k, v in info.items()}
+            except (TypeError, ValueError):
+                pairs = {int(v): str(k) for k, v in info.items() if not isinstance(v, list)}
+            if sorted(pairs) != list(range(len(pairs))):
+                raise ValueError(f"nifti_pairs: labels in {str(meta)!r} are not 0..K-1: {sorted(pairs)}; "
+                                 "set dataset.options.classes=[background,...] instead")
+            return [pairs[i] for i in range(len(pairs))], f"classes from {meta}"
+    import nibabel as nib
+    import numpy as np
+
+    top = 0
+    for f in label_files:
+        values = np.unique(np.asarray(nib.load(str(f)).dataobj))
+        if len(values) and (values.min() < 0 or not np.all(values == np.round(values))):
+            raise ValueError(f"nifti_pairs: label map {str(f)!r} holds values other than 0..K "
+                             f"({values[:5].tolist()}...); set dataset.options.classes explicitly")
+        top = max(top, int(values.max()) if len(values) else 0)
+    classes = ["background", *(f"label_{k}" for k in range(1, top + 1))]
+    return classes, (f"classes not given and no dataset.json in {root}: named after the label values "
+                     f"found (0..{top}); set dataset.options.classes=[background,liver,...] to name them")
