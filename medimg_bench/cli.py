@@ -46,6 +46,7 @@ def _hydra_run(argv: Sequence[str]) -> int:
     from medimg_bench.resources import config_dir
     from medimg_bench.runs import run_config
     from medimg_bench.runs.compose import check_overrides, resolve_aliases, resume_overrides
+    from medimg_bench.runs.console_log import console_to_log
 
     argv, resumed = resume_overrides(argv)
     argv, notes = resolve_aliases(argv)
@@ -66,7 +67,8 @@ def _hydra_run(argv: Sequence[str]) -> int:
         run_dir = cfg.get("resume") or str(out_dir)
         try:
             rate = _max_failure_rate(cfg)
-            results = run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+            with console_to_log():  # the summary table also in cli.log
+                results = run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
         except BaseException as exc:
             errors.append(exc)
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # a failed run leaves no folder

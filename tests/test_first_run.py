@@ -144,3 +144,33 @@ def test_per_sample_summary_entries_carry_value_and_mean(tmp_path, monkeypatch):
     for m in summary["metrics"].values():
         for e in m["per_class"].values():
             assert "value" in e and ("mean" not in e or e["mean"] == e["value"])
+
+
+def test_iu_xray_missing_root_names_the_folder(tmp_path):
+    from medimg_bench.datasets import create
+
+    with pytest.raises(FileNotFoundError, match=r"root folder .*nope.* does not exist.*dataset\.root="):
+        create("iu_xray", tmp_path / "nope")
+
+
+def test_a_randomly_initialised_model_is_scored_with_a_warning(caplog):
+    import logging
+
+    from medimg_bench.runs.run import _warn_if_random
+
+    with caplog.at_level(logging.WARNING, logger="medimg_bench"):
+        assert _warn_if_random({"name": "timm", "options": {"pretrained": False, "checkpoint": None}})
+    assert "random weights" in caplog.text and "model.options.pretrained=true" in caplog.text
+    assert not _warn_if_random({"name": "timm", "options": {"pretrained": True}})
+    assert not _warn_if_random({"name": "monai_unet", "options": {"checkpoint": "/c.safetensors"}})
+    assert not _warn_if_random({"name": "tiny_vlm", "options": {}})
+    assert _warn_if_random({"name": "monai_unet", "options": {"checkpoint": None}})
+
+
+def test_cli_log_holds_the_console_lines_and_vqa_leaves_no_empty_plots(tmp_path, monkeypatch):
+    out = tmp_path / "runs"
+    assert main([*_vqa_run(tmp_path, monkeypatch), f"output_dir={out}"]) == 0
+    run = next(p.parent for p in out.rglob("summary.json"))
+    log = (run / "cli.log").read_text()
+    assert "accuracy" in log and "report:" in log
+    assert not (run / "plots").exists()

@@ -326,6 +326,8 @@ class Results:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
             self.task.plots(self, plot_dir)
+            if not any(plot_dir.iterdir()):  # a task without plots (vqa, reports) leaves no folder
+                plot_dir.rmdir()
         self.run_dir = run_dir
         return run_dir
 

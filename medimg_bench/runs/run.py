@@ -95,6 +95,28 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return task, dataset, build_model(c["model"], dataset)
 
 
+# options that, set, give a model its weights (a model config with none of them has fixed weights)
+_WEIGHT_OPTIONS = ("checkpoint", "pretrained")
+
+
+def _warn_if_random(mcfg: Mapping[str, Any]) -> bool:
+    """Log a warning when the model is scored with random weights: its config offers
+    ``checkpoint`` / ``pretrained`` and leaves both unset, and nothing is trained. Returns
+    whether it warned."""
+    import logging
+
+    options = mcfg.get("options") or {}
+    if not any(k in options for k in _WEIGHT_OPTIONS) or any(options.get(k) for k in _WEIGHT_OPTIONS):
+        return False
+    name = mcfg.get("name")
+    example = "model.options.pretrained=true" if "pretrained" in options else \
+        "model.options.checkpoint=/ckpt/model.safetensors"
+    logging.getLogger("medimg_bench").warning(
+        "model %r has random weights (no checkpoint, pretrained false, train.enabled false): its "
+        "scores are chance level; give weights (e.g. %s) or train.enabled=true", name, example)
+    return True
+
+
 def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device: Any, rank: int) -> dict | None:
     """Train when ``train.enabled`` (or reload the weights a resumed run already trained);
     returns the manifest's ``training`` entry, or None."""
@@ -106,6 +128,7 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
         load_checkpoint(model.module, weights)  # trained before the interruption
         return {"resumed_from": str(weights)}
     if not tcfg.get("enabled"):
+        _warn_if_random(c["model"])
         return None
     from medimg_bench.engine.runner import resolve_device
     from medimg_bench.models.training import fit, fit_config_options

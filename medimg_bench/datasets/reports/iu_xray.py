@@ -52,6 +52,10 @@ def iu_xray(
     """
     root = Path(root)
     _check_options(section, views)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"iu_xray: root folder {str(root)!r} does not exist; set dataset.root to the folder holding "
+            "annotation.json (R2Gen), gts.csv or indiana_reports.csv, e.g. dataset.root=/data/iu_xray")
     if layout == "auto":
         layout = ("r2gen" if (root / "annotation.json").exists()
                   else "reports_csv" if (root / "gts.csv").exists() else "openi")
