@@ -25,6 +25,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     benchmark config, a dict entry name → Results)."""
     run_dir = Path(run_dir)
     c = plain(cfg)
+    _request_logging(verbose=bool(c.get("verbose")))
     if c.get("benchmark"):
         return _run_benchmark(c, run_dir, parent_overrides)
     if c.get("protocol"):
@@ -93,6 +94,13 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     dcfg = c["dataset"]
     dataset = build_dataset(dcfg, dcfg.get("split"))
     return task, dataset, build_model(c["model"], dataset)
+
+
+def _request_logging(*, verbose: bool) -> None:
+    """One INFO line per HTTP request (httpx, an LVLM API) only with ``verbose=true``."""
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 # options that, set, give a model its weights (a model config with none of them has fixed weights)
