@@ -185,5 +185,7 @@ def _dataset_summary(
     for j, cname in enumerate(names):
         res["per_class"][cname] = {"value": _f(est[j]), "ci_low": _f(ci.low[j]), "ci_high": _f(ci.high[j]),
                                    "n": int(counts[j])}
+        if cname in metric.directions:  # a statistic with its own direction (agreement's mae)
+            res["per_class"][cname]["higher_is_better"] = metric.directions[cname]
     res["mean"] = {"value": _f(est[-1]), "ci_low": _f(ci.low[-1]), "ci_high": _f(ci.high[-1])}
     return res

@@ -16,7 +16,8 @@ Two kinds of metric share the class:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -52,7 +53,14 @@ class Metric:
 
     name: str = "metric"
     per_sample: bool = True
+    #: the direction every registered metric declares in its own class (``tests/metrics/
+    #: test_direction.py`` checks it): True, False (distances, error rates) or None (signed:
+    #: closer to 0 is better, or a statistic with no direction)
     higher_is_better: bool | None = True
+    #: directions of single columns of a combined metric (VQA's ``unparsed_rate``) or of the
+    #: statistics a dataset-level metric returns as classes (agreement's ``mae``), where they
+    #: differ from :attr:`higher_is_better`
+    directions: Mapping[str, bool | None] = MappingProxyType({})
     #: what ``update`` takes: "scores", "label_maps", "images", "measurements", "detections",
     #: "phases" or "text" (strings); the bad-input suite builds its cases from it
     input_kind: str = "tensors"
@@ -133,6 +141,11 @@ class Metric:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         self.update(*args, **kwargs)
+
+    def higher_is_better_of(self, column: str) -> bool | None:
+        """Direction of one column (combined metrics) or statistic (classes of a dataset-level
+        metric): its entry in :attr:`directions`, else :attr:`higher_is_better`."""
+        return self.directions.get(column, self.higher_is_better)
 
     # -- distributed ----------------------------------------------------------------------------
     def sync(self, *, group: Any = None) -> None:

@@ -368,7 +368,7 @@ class SegmentationMetrics(_SegBase):
 register_metric("segmentation", tags=("segmentation",))(SegmentationMetrics)
 
 
-def _make(metric: str, cls_name: str, higher: bool, doc: str) -> type[_SegBase]:
+def _make(metric: str, cls_name: str, higher: bool | None, doc: str) -> type[_SegBase]:
     cls = type(cls_name, (_SegBase,), {
         "name": metric, "per_sample": True, "higher_is_better": higher,
         "metric_names": (metric,), "__doc__": doc, "__module__": __name__,
@@ -381,7 +381,7 @@ Dice = _make("dice", "Dice", True, "Stateful Dice per sample and class.")
 IoU = _make("iou", "IoU", True, "Stateful IoU (Jaccard) per sample and class.")
 Precision = _make("precision", "Precision", True, "Stateful voxel precision per sample and class.")
 Recall = _make("recall", "Recall", True, "Stateful voxel recall per sample and class.")
-VolumeDifference = _make("volume_difference", "VolumeDifference", False,
+VolumeDifference = _make("volume_difference", "VolumeDifference", None,  # signed: 0 is best
                          "Stateful signed volume difference per sample and class.")
 Hausdorff = _make("hausdorff", "Hausdorff", False, "Stateful Hausdorff distance (mm); `percentile`.")
 HD95 = _make("hd95", "HD95", False, "Stateful 95th-percentile Hausdorff distance (mm).")
