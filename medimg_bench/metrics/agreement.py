@@ -209,6 +209,8 @@ class Agreement(Metric):
     #: the statistics (its classes): errors lower, agreement higher; bias and limits signed
     directions = MappingProxyType({"mae": False, "rmse": False, "bias": None, "loa_low": None, "loa_high": None,
                                    "icc2_1": True, "icc3_1": True, "pearson": True, "spearman": True})
+    value_ranges = MappingProxyType({"mae": (0.0, math.inf), "rmse": (0.0, math.inf), "icc2_1": (-1.0, 1.0),
+                                     "icc3_1": (-1.0, 1.0), "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0)})
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=class_names or AGREEMENT_STATS)

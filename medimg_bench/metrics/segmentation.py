@@ -15,6 +15,7 @@ read (e.g. ``percentile`` for Dice) is an error naming it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -360,6 +361,12 @@ class SegmentationMetrics(_SegBase):
 
         return METRICS.get(name).higher_is_better if name in METRICS else None
 
+    def range_of(self, name: str) -> tuple[float, float]:
+        """Bounds of one of the combined metrics: those of its stand-alone class."""
+        from medimg_bench.registry import METRICS
+
+        return METRICS.get(name).value_range if name in METRICS else (-math.inf, math.inf)
+
     def compute_all(self) -> dict[str, torch.Tensor]:
         """``{metric: (C,) NaN-aware mean per class}``."""
         return {m: v.nanmean(0) for m, (_, v) in self.metric_values().items()}
@@ -369,8 +376,10 @@ register_metric("segmentation", tags=("segmentation",))(SegmentationMetrics)
 
 
 def _make(metric: str, cls_name: str, higher: bool | None, doc: str) -> type[_SegBase]:
+    bounds = (0.0, math.inf) if metric in ("hausdorff", "hd95", "assd", "masd") else (-math.inf, math.inf) if metric == "volume_difference" \
+        else (0.0, 1.0)
     cls = type(cls_name, (_SegBase,), {
-        "name": metric, "per_sample": True, "higher_is_better": higher,
+        "name": metric, "per_sample": True, "higher_is_better": higher, "value_range": bounds,
         "metric_names": (metric,), "__doc__": doc, "__module__": __name__,
     })
     register_metric(metric, tags=("segmentation",))(cls)

@@ -35,6 +35,7 @@ class VQAScores(Metric):
     per_sample = True
     higher_is_better = True
     directions = MappingProxyType({"unparsed_rate": False})  # a share of unparsed answers
+    value_range = (0.0, 1.0)  # every column is a share or a token overlap
     input_kind = "text"
 
     def __init__(self, *, class_names: Sequence[str] | None = None, profile: str = "medimg_bench") -> None:
