@@ -4,7 +4,10 @@
 
 Prints: offline labeler reports/s (goal >= 2,000/s); BLEU-1..4 + ROUGE-L + CIDEr-D on N report
 pairs for medimg_bench and pycocoevalcap (goal < 20 s for ours), the ratio, and the largest
-difference between the two (they must agree)."""
+difference between the two (they must agree). Then the text pipelines on N raw report pairs
+(METEOR left out on both sides: the same jar): pycocoevalcap's own pipeline (PTBTokenizer on
+both sides, then Bleu, Rouge, Cider) against ``report_text_scores(tokenizer="ptb")`` with the
+jar and with the pure-Python lexer, and against ``scoring=r2gen`` (goal: no slower)."""
 
 from __future__ import annotations
 
@@ -74,5 +77,73 @@ def main() -> None:
           f"largest difference {diff:.2e}")
 
 
+def _raw(texts: list[str]) -> list[str]:
+    """Report-like capitalisation and punctuation, so tokenizers have work to do."""
+    out = []
+    for k, t in enumerate(texts):
+        sents = [x.strip().capitalize() for x in t.split(".") if x.strip()]
+        extra = ["Heart size 1.5 x 2.3 cm, left-sided (stable).", "It cannot be excluded; e.g. XXXX."][k % 2]
+        out.append(". ".join(sents) + ". " + extra)
+    return out
+
+
+def pipelines(n: int) -> None:
+    """pycocoevalcap's pipeline against ours on N raw pairs, side by side (prints ratios)."""
+    try:
+        from pycocoevalcap.bleu.bleu import Bleu
+        from pycocoevalcap.cider.cider import Cider
+        from pycocoevalcap.rouge.rouge import Rouge
+        from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+    except ImportError:
+        print("pycocoevalcap not installed: no pipeline comparison")
+        return
+    from medimg_bench.metrics.text import _ptb_lexer
+    from medimg_bench.metrics.text.nlg import report_text_scores
+    from medimg_bench.metrics.text.pipelines import coco_scores, r2gen_texts, score_reports
+    from medimg_bench.metrics.text.tokenizers import ptb_jar_path, ptb_tokenize
+
+    gen, ref = corpus(n, seed=1)
+    gen, ref = _raw(gen), _raw(ref)
+    train, _ = corpus(2000, seed=2)
+    t = time.perf_counter()
+    tok = PTBTokenizer()
+    gts = tok.tokenize({i: [{"caption": x}] for i, x in enumerate(ref)})
+    res = tok.tokenize({i: [{"caption": x}] for i, x in enumerate(gen)})
+    theirs_bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
+    theirs_rouge, _ = Rouge().compute_score(gts, res)
+    theirs_cider, _ = Cider().compute_score(gts, res)
+    theirs = time.perf_counter() - t
+    print(f"pycocoevalcap pipeline (PTBTokenizer + Bleu + Rouge + Cider) on {n} raw pairs: {theirs:.2f} s")
+    if ptb_jar_path() is not None:
+        t = time.perf_counter()
+        ours = report_text_scores(gen, ref, tokenizer="ptb", meteor=False)
+        dt = time.perf_counter() - t
+        diff = max(abs(ours["bleu1"] - theirs_bleu[0]), abs(ours["rouge_l"] - theirs_rouge),
+                   abs(ours["cider_d"] - theirs_cider))
+        print(f"  ours, tokenizer=ptb (jar):    {dt:.2f} s -> pycocoevalcap / ours = {theirs / dt:.2f}x; "
+              f"largest difference {diff:.2e}")
+    _ptb_lexer._CHUNK_CACHE.clear()
+    t = time.perf_counter()
+    g, r = ptb_tokenize(gen, backend="python"), ptb_tokenize(ref, backend="python")
+    corpus_py, _ = coco_scores(g, r, meteor=False)
+    dt = time.perf_counter() - t
+    print(f"  ours, tokenizer=ptb (Python): {dt:.2f} s -> {theirs / dt:.2f}x; "
+          f"BLEU-1 difference {abs(corpus_py['BLEU_1'] - theirs_bleu[0]):.2e}")
+    t = time.perf_counter()
+    r2, _ = score_reports(gen, ref, scoring="r2gen", train_reports=train, meteor=False)
+    dt = time.perf_counter() - t
+    print(f"  ours, scoring=r2gen:          {dt:.2f} s -> {theirs / dt:.2f}x")
+    gr, rr = r2gen_texts(gen, ref, train_reports=train)
+    t = time.perf_counter()
+    gts2 = {i: [x] for i, x in enumerate(rr)}
+    res2 = {i: [x] for i, x in enumerate(gr)}
+    Bleu(4).compute_score(gts2, res2, verbose=0)
+    Rouge().compute_score(gts2, res2)
+    Cider().compute_score(gts2, res2)
+    dt2 = time.perf_counter() - t
+    print(f"  (pycocoevalcap's scorers alone on the r2gen texts: {dt2:.2f} s)")
+
+
 if __name__ == "__main__":
     main()
+    pipelines(int(sys.argv[sys.argv.index("--n") + 1]) if "--n" in sys.argv else 10_000)

@@ -33,15 +33,20 @@ def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
     if "generative" not in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels
         if options.get("num_classes") is None and getattr(dataset, "classes", None):
             options["num_classes"] = len(dataset.classes)
-        if options.get("in_channels") is None and len(dataset):
+        stored = "predictions" in MODELS.entry(mcfg["name"]).tags  # stored predictions read no pixels
+        if options.get("in_channels") is None and len(dataset) and not stored:
             options["in_channels"] = infer_channels(dataset)
     model = create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
     return _checked_ids(model, dataset)
 
 
 def _checked_ids(model: Any, dataset: Any) -> Any:
-    """Let a model that looks predictions up by id (model=predictions) warn about unknown ids."""
+    """Let a model that looks predictions up by id (model=predictions) see the dataset (class
+    names, label count) and warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
+    if hasattr(model, "bind_dataset"):  # model=predictions: columns matched to the classes, values checked;
+        # stored answers: the dataset may skip its images
+        model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))
     return model

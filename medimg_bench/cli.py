@@ -96,26 +96,27 @@ def _remove_if_empty(out_dir: Path, *, stop: Any = None) -> None:
 
 
 def _redact_hydra_files(cfg: Any, hc: Any, out_dir: Path) -> None:
-    """Rewrite Hydra's saved configs (``.hydra/*.yaml``, the sweep's ``multirun.yaml``) with the
-    values of secret keys (``api_key``, ``*token*``…) replaced by ``***``."""
+    """Rewrite Hydra's saved configs (``.hydra/*.yaml``, the sweep's ``multirun.yaml``) with
+    credentials replaced by ``***`` — values of secret keys (``api_key``, ``*token*``…, nested
+    ``extra_body`` keys included), URL user info, provider tokens — and redact every record the
+    log handlers write from now on (``cli.log``, the console) the same way."""
     from omegaconf import OmegaConf
 
-    from medimg_bench.engine.results import redact_files, secret_values
+    from medimg_bench._secrets import (
+        environ_secret_values,
+        install_log_filter,
+        redact_files,
+        secret_values,
+    )
 
     plain = OmegaConf.to_container(cfg, resolve=False)
     values = secret_values(plain, list(hc.overrides.task))
+    install_log_filter(values | environ_secret_values())
     files = list((out_dir / ".hydra").glob("*.yaml")) if (out_dir / ".hydra").is_dir() else []
     sweep_dir = getattr(hc.sweep, "dir", None)
     if sweep_dir:
         files.append(Path(sweep_dir) / "multirun.yaml")
-    if values or any(_secret_override(o) for o in hc.overrides.task):
-        redact_files(files, values)
-
-
-def _secret_override(override: str) -> bool:
-    from medimg_bench.engine.results import is_secret_key
-
-    return "=" in override and is_secret_key(override.split("=", 1)[0])
+    redact_files(files, values)  # a file without a credential is left as it is
 
 
 def _check_launcher(argv: Sequence[str]) -> str | None:

@@ -63,9 +63,12 @@ class Registry:
             first lookup (``None``: entries only come from explicit registration).
     """
 
-    def __init__(self, kind: str, package: str | None = None) -> None:
+    def __init__(self, kind: str, package: str | None = None, *, stamp_options: bool = False) -> None:
         self.kind = kind
         self.package = package
+        # datasets: ``create`` records the options on the object (``_registry_call``), because
+        # every option that decides the samples is part of the dataset's fingerprint
+        self.stamp_options = stamp_options
         self._entries: dict[str, RegistryEntry] = {}
         self._discovered = package is None
         self._lock = threading.RLock()
@@ -144,7 +147,13 @@ class Registry:
     def create(self, name: str, /, **kwargs: Any) -> Any:
         """Build the entry ``name`` with its registered defaults updated by ``kwargs``."""
         entry = self.entry(name)
-        return entry.factory(**{**entry.defaults, **kwargs})
+        kwargs = {**entry.defaults, **kwargs}
+        obj = entry.factory(**kwargs)
+        if self.stamp_options and hasattr(obj, "__dict__"):
+            from medimg_bench._hashing import describe_call
+
+            obj.__dict__["_registry_call"] = {"name": name, "options": describe_call(entry.factory, (), kwargs)}
+        return obj
 
     def list(self, pattern: str | None = None, *, tag: str | None = None) -> list[str]:
         """Sorted names, optionally filtered by a glob ``pattern`` and a ``tag``."""
@@ -168,7 +177,7 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets")
+DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")

@@ -10,6 +10,11 @@ actually read from (URL, or repository + path and commit); ``source.note`` says 
 reader must know about that text (e.g. "values as quoted by <repo>, paper text not available
 here"). ``published_for`` (optional) maps card ``params`` to the value the published numbers
 belong to (``{flag: breastmnist}``).
+
+``variants`` (optional) makes one card of a published table whose rows are several runs (methods,
+classes): each variant has a ``name``, extra ``overrides`` (``{dataset.root}`` is replaced by the
+dataset root given) and its ``published`` values by metric name; ``reproduce`` runs every
+variant (or those named with ``variant=a,b``) and judges each published cell.
 """
 
 from __future__ import annotations
@@ -108,6 +113,9 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     mets = card["metrics"]
     if not isinstance(mets, list) or not mets:
         raise _err(where, "metrics", "must be a non-empty list")
+    variants = card.get("variants")
+    if variants is not None:
+        _validate_variants(variants, {m.get("metric") for m in mets if isinstance(m, Mapping)}, where)
     any_null = False
     for i, m in enumerate(mets):
         f = f"metrics[{i}]"
@@ -117,7 +125,9 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
             if not isinstance(m.get(key), str) or not m.get(key):
                 raise _err(where, f"{f}.{key}", "missing")
         pub = m.get("published")
-        if isinstance(pub, Mapping):
+        if variants is not None and pub is None:
+            pass  # the variants carry the published values
+        elif isinstance(pub, Mapping):
             if not pub or not all(_num_or_null(v) for v in pub.values()):
                 raise _err(where, f"{f}.published", "per-class values must be numbers or null")
             any_null |= any(v is None for v in pub.values())
@@ -146,6 +156,28 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     if not isinstance(exp, Mapping):
         raise _err(where, "dataset.expected", "must be a mapping")
     return card
+
+
+def _validate_variants(variants: Any, metric_names: set[Any], where: str) -> None:
+    if not isinstance(variants, list) or not variants:
+        raise _err(where, "variants", "must be a non-empty list")
+    seen = set()
+    for i, v in enumerate(variants):
+        f = f"variants[{i}]"
+        if not isinstance(v, Mapping) or not isinstance(v.get("name"), str) or not v.get("name"):
+            raise _err(where, f"{f}.name", "missing")
+        if v["name"] in seen:
+            raise _err(where, f"{f}.name", f"duplicate variant {v['name']!r}")
+        seen.add(v["name"])
+        ov = v.get("overrides", [])
+        if not isinstance(ov, list) or not all(isinstance(o, str) and "=" in o for o in ov):
+            raise _err(where, f"{f}.overrides", "must be a list of 'key=value' strings")
+        pub = v.get("published")
+        if not isinstance(pub, Mapping) or not pub or not all(_num_or_null(x) for x in pub.values()):
+            raise _err(where, f"{f}.published", "must map metric names to numbers")
+        unknown = sorted(set(pub) - metric_names)
+        if unknown:
+            raise _err(where, f"{f}.published", f"metrics {unknown} are not in the card's metrics")
 
 
 def load_card(name_or_path: str | Path) -> dict[str, Any]:

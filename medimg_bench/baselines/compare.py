@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compare_runs", "cli_main", "Comparison", "LabelMismatchError", "LABEL_COLUMNS"]
+__all__ = ["compare_runs", "data_differences", "cli_main", "Comparison", "LabelMismatchError", "LABEL_COLUMNS"]
 
 #: columns holding a sample's reference — what a run was scored against — in each task's table:
 #: classification ``label``, VQA ``answer`` (+ type, options), reports ``reference`` (+ its
@@ -186,6 +186,58 @@ def _check_labels(a: _Run, b: _Run, merged: Any, allow: bool) -> dict[str, Any]:
     if not info["checked"]:
         info["note"] = "no label column stored for this task: only sample ids were checked"
     return info
+
+
+# -- the data check (dataset identity in the manifests) ----------------------------------------------
+def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], list[str]]:
+    """``(data, options)``: the dataset-identity fields of two run directories' manifests that
+    differ, as ``"field: A …, B …"`` — the manifest or the content of its files (``data``), the
+    loader options (``options``). Runs written before the identity existed are compared by
+    their fingerprint alone."""
+    import logging
+
+    from medimg_bench.engine.checkpoint import _flatten
+
+    def identity(run: Path) -> dict[str, Any]:
+        path = Path(run) / "manifest.json"
+        if not path.exists():
+            logging.getLogger(__name__).warning("compare: %s has no manifest.json; its data is not checked", run)
+            return {}
+        ds = json.loads(path.read_text()).get("dataset") or {}
+        return ds.get("identity") or {"fingerprint": ds.get("fingerprint")}
+
+    def diff(a: Any, b: Any) -> list[str]:
+        fa, fb = _flatten(a), _flatten(b)
+        return [f"{k}: A {fa.get(k, '<absent>')!r}, B {fb.get(k, '<absent>')!r}"
+                for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
+
+    ia, ib = identity(Path(run_a)), identity(Path(run_b))
+    if not ia or not ib or ia.get("fingerprint") == ib.get("fingerprint"):
+        return [], []
+    if "manifest_sha256" not in ia or "manifest_sha256" not in ib:  # an older run: fingerprints only
+        return diff({"fingerprint": ia.get("fingerprint")}, {"fingerprint": ib.get("fingerprint")}), []
+    parts = ("manifest_sha256", "content_sha256", "n_files", "n_missing")
+    data = diff({k: ia.get(k) for k in parts}, {k: ib.get(k) for k in parts})
+    return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
+
+
+def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool, labels_allowed: bool) -> None:
+    """Refuse runs whose data differ (unless ``allow``); warn when only the options do. With
+    ``labels_allowed`` (``--allow-label-mismatch`` and labels that do differ) a manifest that differs
+    is expected — the labels live in it — so only other bytes in the files are refused."""
+    import logging
+
+    data, options = data_differences(run_a, run_b)
+    if labels_allowed:
+        data = [d for d in data if not d.startswith("manifest_sha256")]
+    if data and not allow:
+        raise ValueError(
+            f"compare: {str(run_a)!r} and {str(run_b)!r} read different data (dataset fields that "
+            f"differ: {'; '.join(data[:4])}); a paired comparison needs the same samples with the "
+            "same labels and bytes; pass --different-data to compare them anyway")
+    if options:
+        logging.getLogger(__name__).warning("compare: the runs read the data with other options: %s",
+                                            "; ".join(options[:4]))
 
 
 # -- rows -------------------------------------------------------------------------------------------
@@ -378,18 +430,21 @@ def _check_summaries(rows: list[dict[str, Any]], a: _Run, b: _Run, tol: float = 
 def compare_runs(
     run_a: str | Path, run_b: str | Path, *, intersection: bool = False, allow_label_mismatch: bool = False,
     n_resamples: int = 1000, seed: int = 0, threshold: float = 0.5, holm_correction: bool = False,
-    run_seed: int | None = None,
+    run_seed: int | None = None, different_data: bool = False,
 ) -> Comparison:
     """One row per (metric, class): ``estimate_a``, ``estimate_b`` (each run against its own
     labels), ``difference`` (a − b), ``ci_low``/``ci_high`` (paired patient bootstrap), ``p_value``
     and the ``test`` used (per-sample metrics also ``p_paired``). Raises
     :class:`LabelMismatchError` when the runs' labels differ (``allow_label_mismatch``), a
-    ``ValueError`` for different sample sets (``intersection``), tasks, classes or seeds."""
+    ``ValueError`` for different sample sets (``intersection``), tasks, classes or seeds, and for
+    runs whose manifests say they read other data (other bytes, or another manifest with the same
+    labels: ``different_data``, or ``intersection`` where the sample sets differ by design)."""
     from medimg_bench.metrics.paired import holm
 
     a, b = _load(run_a, "A", run_seed), _load(run_b, "B", run_seed)
     merged = _pair(a, b, intersection)
     labels = _check_labels(a, b, merged, allow_label_mismatch)
+    _check_same_data(run_a, run_b, allow=different_data or intersection, labels_allowed=labels["differ"] > 0)
     rows: list[dict[str, Any]] = []
     if a.task == "classification":
         rows += _classification_rows(a, b, merged, labels_equal=labels["differ"] == 0, threshold=threshold,
@@ -413,7 +468,7 @@ def compare_runs(
 
 
 def cli_main(argv: list[str]) -> int:
-    """``medimg-bench compare RUN_A RUN_B [--intersection] [--allow-label-mismatch] [--holm]
+    """``medimg-bench compare RUN_A RUN_B [--intersection] [--allow-label-mismatch] [--different-data] [--holm]
     [--run-seed S] [--out FILE]``; exit 0 compared, 2 refused."""
     ap = argparse.ArgumentParser(prog="medimg-bench compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("run_a")
@@ -422,6 +477,8 @@ def cli_main(argv: list[str]) -> int:
     ap.add_argument("--allow-label-mismatch", action="store_true",
                     help="compare runs whose labels differ for the same sample (refused by default): each run "
                     "is scored against its own labels, with the paired bootstrap instead of DeLong")
+    ap.add_argument("--different-data", action="store_true",
+                    help="compare runs whose dataset fingerprints say they read different data")
     ap.add_argument("--holm", action="store_true", help="Holm-adjusted p-values (column p_holm)")
     ap.add_argument("--n-resamples", type=int, default=1000)
     ap.add_argument("--threshold", type=float, default=0.5, help="for accuracy / McNemar")
@@ -433,7 +490,7 @@ def cli_main(argv: list[str]) -> int:
         rows = compare_runs(args.run_a, args.run_b, intersection=args.intersection,
                             allow_label_mismatch=args.allow_label_mismatch, n_resamples=args.n_resamples,
                             seed=args.seed, threshold=args.threshold, holm_correction=args.holm,
-                            run_seed=args.run_seed)
+                            run_seed=args.run_seed, different_data=args.different_data)
     except (ValueError, FileNotFoundError) as exc:
         print(f"medimg-bench compare: {exc}", file=sys.stderr)
         return 2

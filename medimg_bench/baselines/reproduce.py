@@ -120,12 +120,12 @@ def _fmt(v: Any) -> str:
 
 
 def _table(rows: Sequence[Mapping[str, Any]]) -> str:
-    head = f"{'metric':<14}{'class':<22}{'published':>10}{'measured':>10}{'95% CI':>20}" \
+    head = f"{'metric':<19}{'class':<30}{'published':>10}{'measured':>10}{'95% CI':>20}" \
            f"{'delta':>9}  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
         ci = "-" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
-        lines.append(f"{r['metric']:<14}{str(r['class'])[:21]:<22}{_fmt(r['published']):>10}"
+        lines.append(f"{r['metric']:<19}{str(r['class'])[:29]:<30}{_fmt(r['published']):>10}"
                      f"{_fmt(r['measured']):>10}{ci:>20}{_fmt(r['delta']):>9}  {r['verdict']}")
     return "\n".join(lines)
 
@@ -193,10 +193,13 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
 
         run_dir = Path("runs") / "reproduce" / f"{time.strftime('%Y%m%d-%H%M%S')}_{name}"
     run_dir = Path(run_dir)
-    cfg = compose_config(ovs)
-    run_config(cfg, run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    rows = verdict_rows(card, summary)
+    if card.get("variants"):
+        rows = _run_variants(card, ovs, roots[-1], run_dir)
+    else:
+        cfg = compose_config(ovs)
+        run_config(cfg, run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        rows = verdict_rows(card, summary)
     judged = [r for r in rows if r["published"] is not None]
     out = {"card": name, "params": params, "run_dir": str(run_dir), "rows": rows,
            "source": card["source"],
@@ -205,6 +208,34 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
     return out
+
+
+def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
+                  run_dir: Path) -> list[dict[str, Any]]:
+    """Run each variant of the card (``variant=a,b`` in ``overrides`` picks some) into
+    ``run_dir/<variant>``; returns the verdict rows of all, each with its ``variant``."""
+    from medimg_bench.runs import compose_config, run_config
+
+    pick = [o.split("=", 1)[1] for o in overrides if o.startswith("variant=")]
+    overrides = [o for o in overrides if not o.startswith("variant=")]
+    names = [v["name"] for v in card["variants"]]
+    chosen = [x for x in pick[-1].split(",") if x] if pick else names
+    unknown = [x for x in chosen if x not in names]
+    if unknown:
+        raise CardError(f"{card['name']}: unknown variant(s) {unknown}; the card has {names}")
+    rows = []
+    for v in card["variants"]:
+        if v["name"] not in chosen:
+            continue
+        ovs = overrides + [o.replace("{dataset.root}", root) for o in v.get("overrides", [])]
+        vdir = run_dir / v["name"]
+        run_config(compose_config(ovs), vdir)
+        summary = json.loads((vdir / "summary.json").read_text())
+        metrics = [{**m, "published": v["published"][m["metric"]]} for m in card["metrics"]
+                   if m["metric"] in v["published"]]
+        for r in verdict_rows({**card, "metrics": metrics}, summary):
+            rows.append({**r, "variant": v["name"], "class": v["name"]})
+    return rows
 
 
 def _list() -> str:

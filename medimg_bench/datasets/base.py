@@ -22,7 +22,11 @@ import torch
 
 from medimg_bench.sample import SampleError
 
-__all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root"]
+__all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root",
+           "dataset_identity"]
+
+# where the data lies, not what it is (the content digests say that): not part of the identity
+_LOCATION_OPTIONS = frozenset({"root", "cache_dir"})
 
 # manifest columns copied into sample["meta"] when present
 META_COLUMNS = (
@@ -54,6 +58,17 @@ class ManifestDataset(torch.utils.data.Dataset):
 
     # rows the loader dropped on request, by reason (e.g. {"missing_label": 53})
     dropped: dict[str, int] = {}  # noqa: RUF012 - replaced per instance, never mutated
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ManifestDataset:
+        # every option the dataset was built with is part of its identity (see ``fingerprint``):
+        # the outermost constructor call is recorded here, defaults filled in, as plain values
+        obj = super().__new__(cls)
+        if args or kwargs:
+            from medimg_bench._hashing import describe_call
+
+            obj._built_with = {"class": f"{cls.__module__}.{cls.__qualname__}",
+                               "options": describe_call(cls.__init__, (obj, *args), kwargs)}
+        return obj
 
     def __init__(
         self,
@@ -148,12 +163,111 @@ class ManifestDataset(torch.utils.data.Dataset):
         return self.with_manifest(self.manifest[self.manifest["id"].isin(wanted)])
 
     def fingerprint(self) -> str:
-        """SHA-256 of the manifest (ids, paths, labels, meta) — identifies the exact data used."""
+        """A digest (16 hex) of everything that decides the samples: the manifest (ids, paths,
+        labels, meta), the content of every file it names (SHA-256, see :meth:`data_files`) and
+        every option the dataset was built with. See :meth:`identity` for the parts."""
+        return self.identity()["fingerprint"]
+
+    def identity(self) -> dict[str, Any]:
+        """The parts of :meth:`fingerprint`: ``manifest_sha256``, ``content_sha256`` over
+        ``(manifest path, file digest)`` pairs, ``n_files`` / ``n_missing``, and ``options``
+        (the factory's and the constructor's arguments, defaults included; where the data lies —
+        ``root``, ``cache_dir`` — is left out, its content says what it is)."""
+        from medimg_bench._hashing import canonical_json
+
         h = hashlib.sha256()
         h.update(type(self).__name__.encode())
         h.update(pd.util.hash_pandas_object(self.manifest.astype(str), index=False).values.tobytes())
         h.update(json.dumps(self.classes).encode())
-        return h.hexdigest()[:16]
+        manifest_sha = h.hexdigest()
+        content_sha, n_files, n_missing = self._content_digest()
+        options = self.options()
+        whole = hashlib.sha256(f"{manifest_sha}\0{content_sha}\0{canonical_json(options)}".encode())
+        return {"fingerprint": whole.hexdigest()[:16], "manifest_sha256": manifest_sha,
+                "content_sha256": content_sha, "n_files": n_files, "n_missing": n_missing,
+                "options": options}
+
+    def options(self) -> dict[str, Any]:
+        """Every option that decides how samples are read and preprocessed, as plain values: the
+        registered factory's arguments (stamped by ``DATASETS.create``), the constructor's, and
+        the current ``transform``. Location options (``root``, ``cache_dir``) are left out."""
+        from medimg_bench._hashing import plain_value
+
+        out: dict[str, Any] = {}
+        for label, attr in (("factory", "_registry_call"), ("constructor", "_built_with")):
+            call = self.__dict__.get(attr)
+            if call:
+                opts = {k: v for k, v in call["options"].items() if k not in _LOCATION_OPTIONS}
+                out[label] = {**{k: v for k, v in call.items() if k != "options"}, "options": opts}
+        out["transform"] = plain_value(self.transform)
+        from medimg_bench._secrets import redact_secrets
+
+        return redact_secrets(out)  # a token option (hub access) decides nothing: never written
+
+    def data_files(self) -> list[tuple[str, str]]:
+        """``(manifest value, absolute path)`` of every file a sample reads: the values of
+        ``path_columns`` and of any other manifest column whose values name existing files
+        (masks, reports, containers such as HDF5 or ``.npz``), lists of paths included; a folder
+        stands for every file under it; an Analyze ``.hdr`` brings its ``.img``. Subclasses that
+        read other files add them by overriding :meth:`extra_files`."""
+        import os
+
+        cols = self._columns()
+        columns = [c for c in self.path_columns if c in cols]
+        columns += [c for c in cols if c not in columns and c != "id" and self._names_files(cols[c])]
+        base = os.fspath(self.root) if self.root is not None else ""
+        seen: dict[str, str] = {}
+        for c in columns:
+            for value in cols[c]:
+                for v in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(v, str) and v and v not in seen:  # os.path: ~10x pathlib's speed
+                        seen[v] = os.path.abspath(os.path.join(base, v))
+        out: list[tuple[str, str]] = []
+        for v, p in seen.items():
+            if os.path.isdir(p):
+                from medimg_bench._hashing import tree_files
+
+                out += [(f"{v}/{f.relative_to(p).as_posix()}", os.fspath(f)) for f in tree_files(p)]
+            else:
+                out.append((v, p))
+                if p.lower().endswith(".hdr") and os.path.exists(p[:-4] + ".img"):
+                    out.append((v[:-4] + ".img", p[:-4] + ".img"))
+        return out + [(str(p), os.path.abspath(p)) for p in self.extra_files()]
+
+    def extra_files(self) -> list[Path]:
+        """Files every sample depends on that the manifest does not name (none by default)."""
+        return []
+
+    def _names_files(self, values: Sequence[Any]) -> bool:
+        """True when a column's first non-empty value is a path to an existing file or folder."""
+        for value in values:
+            v = value[0] if isinstance(value, (list, tuple)) and value else value
+            if isinstance(v, str) and v.strip():
+                # a path has a folder or a suffix: a class name that is also a folder is a label
+                if len(v) > 4096 or "\n" in v or not ("/" in v or "\\" in v or Path(v).suffix):
+                    return False
+                try:
+                    return self.resolve(v).exists()
+                except (OSError, ValueError):
+                    return False
+            if v is not None and not (isinstance(v, float) and pd.isna(v)):
+                return False
+        return False
+
+    def _content_digest(self) -> tuple[str, int, int]:
+        """SHA-256 over ``(manifest value, content SHA-256)`` of :meth:`data_files`, sorted; the
+        file count and how many are missing."""
+        from medimg_bench._hashing import MISSING, hash_files
+
+        files = self.data_files()
+        digests = hash_files([p for _, p in files], what=f"dataset {self.name}")
+        h = hashlib.sha256()
+        missing = 0
+        for v, p in sorted(files, key=lambda vp: vp[0]):
+            d = digests[p]
+            missing += d == MISSING
+            h.update(f"{v}\0{d}\n".encode())
+        return h.hexdigest(), len(files), missing
 
     def check(self) -> list[dict[str, Any]]:
         """Problems found without reading pixels: missing files. One dict per problem."""
@@ -323,3 +437,16 @@ def dataset_root(root: str | Path | None, name: str) -> Path:
     if not p.is_dir():
         raise FileNotFoundError(f"{name}: root {str(p)!r} is not a directory")
     return p
+
+
+def dataset_identity(dataset: Any) -> dict[str, Any]:
+    """What a run's key holds of its data: :meth:`ManifestDataset.identity` (manifest, file
+    contents, options), else the ``fingerprint()`` of a dataset that has one, else only its
+    class and length (said in the key)."""
+    if callable(getattr(dataset, "identity", None)):
+        return dict(dataset.identity())
+    if callable(getattr(dataset, "fingerprint", None)):
+        return {"fingerprint": dataset.fingerprint()}
+    return {"fingerprint": None, "class": f"{type(dataset).__module__}.{type(dataset).__qualname__}",
+            "n_samples": len(dataset),
+            "note": "the dataset has no fingerprint(): only its class and length are checked"}

@@ -53,20 +53,23 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     """Write ``shard_state.pt`` for a sharded run (atomic); returns its path."""
     import torch
 
+    from medimg_bench._secrets import redact_secrets, secret_values
     from medimg_bench.engine.runner import _metric_settings
 
     parts = results.parts
     man = results.manifest
+    known = secret_values(dict(config)) | secret_values(man)
     state = {
         "version": VERSION,
-        "config": _plain(dict(config)),
+        "config": redact_secrets(_plain(dict(config)), known),
         "shard": [int(man["shard"]["index"]), int(man["shard"]["count"])],
-        "key": _plain({
+        "key": redact_secrets(_plain({
+            # the dataset's fingerprint covers the manifest, every file's content and the options
             "dataset": man["dataset"]["fingerprint"], "n_samples": man["dataset"]["n_samples"],
             "task": results.task.name if results.task is not None else None,
             "model": man.get("model_fingerprint"),
             "metrics": {k: _metric_settings(m) for k, m in sorted(results.metrics.items())},
-        }),
+        }), known),
         "classes": _plain(man["dataset"]["classes"]),
         "records": parts["records"].to_state(),
         "failures": _plain(list(parts["failures"])),
@@ -75,7 +78,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
         "subgroups": _plain(parts["subgroups"]),
         "settings": _plain(parts["settings"]),
         "metrics": {k: {s: _cpu(getattr(m, s)) for s in m._defaults} for k, m in results.metrics.items()},
-        "manifest": _plain(man),
+        "manifest": redact_secrets(_plain(man), known),
     }
     run_dir = Path(run_dir)
     path = run_dir / STATE_FILE

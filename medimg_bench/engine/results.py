@@ -15,7 +15,6 @@ A run directory holds:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from medimg_bench._secrets import (  # noqa: F401  (re-exported: their old home)
+    REDACTED,
+    SecretFilter,
+    is_secret_key,
+    looks_like_secret,
+    redact_files,
+    redact_secrets,
+    redact_text,
+    secret_values,
+)
+
 __all__ = ["Records", "Results", "build_samples_table", "environment_info", "redact_secrets",
-           "is_secret_key", "secret_values", "redact_files"]
+           "is_secret_key", "secret_values", "redact_files", "answer_counts"]
 
 _KEY_COLUMNS = ["id", "patient_id", "class", "status", "error"]
 
@@ -198,100 +208,18 @@ def build_samples_table(
     return table[first + [c for c in table.columns if c not in first]].reset_index(drop=True)
 
 
-_SECRET_TOKEN = re.compile(r"token(?!s|iz)")
-REDACTED = "***"
-
-
-def is_secret_key(key: str) -> bool:
-    """True for config keys that name a secret: ``api_key``, ``*_api_key``, ``*apikey*``,
-    ``*token*`` (not ``*tokens*``/``tokenizer``: counts and tokenizers are not secrets),
-    ``*secret*``, ``*password*``, ``authorization`` — case-insensitive. Keys that merely contain
-    ``key`` (``label_key``, ``api_key_env``, which names a variable) are not secrets."""
-    k = str(key).lower().lstrip("+~")
-    k = k.rsplit(".", 1)[-1]
-    return (k == "api_key" or k.endswith("_api_key") or "apikey" in k or bool(_SECRET_TOKEN.search(k))
-            or "secret" in k or "password" in k or "passwd" in k or k == "authorization")
-
-
-def secret_values(config: Any, overrides: Sequence[str] = ()) -> set[str]:
-    """The values under secret keys in ``config`` and in ``key=value`` overrides."""
-    found: set[str] = set()
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, Mapping):
-            for k, v in obj.items():
-                if is_secret_key(str(k)) and v not in (None, "") and not isinstance(v, (Mapping, list, tuple)):
-                    found.add(str(v))
-                else:
-                    walk(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-
-    walk(config)
-    for o in overrides:
-        if "=" in str(o):
-            k, v = str(o).split("=", 1)
-            if is_secret_key(k) and v.strip("'\"") not in ("", "null"):
-                found.add(v.strip("'\""))
-    return found
-
-
-def redact_secrets(obj: Any, values: set[str] | None = None) -> Any:
-    """A copy of ``obj`` (dicts, lists, strings) with the values of secret keys, ``key=value``
-    strings of secret keys and any occurrence of a known secret value replaced by ``***``."""
-    values = {v for v in (values if values is not None else secret_values(obj)) if len(v) >= 4}
-
-    def scrub(text: str) -> str:
-        if "=" in text:
-            k, _ = text.split("=", 1)
-            if is_secret_key(k.strip()):
-                return f"{k}={REDACTED}"
-        for v in values:
-            if v in text:
-                text = text.replace(v, REDACTED)
-        return text
-
-    def walk(o: Any) -> Any:
-        if isinstance(o, Mapping):
-            return {k: (REDACTED if is_secret_key(str(k)) and v is not None and not isinstance(v, Mapping)
-                        else walk(v)) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [walk(v) for v in o]
-        if isinstance(o, str):
-            return scrub(o)
-        return o
-
-    return walk(obj)
-
-
-def redact_files(paths: Sequence[str | Path], values: set[str]) -> None:
-    """Rewrite YAML files (Hydra's ``.hydra/*.yaml``, ``multirun.yaml``) with secrets replaced
-    by ``***``, atomically (temporary file, then rename)."""
-    import os
-
-    import yaml
-
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            continue
-        text = path.read_text()
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        if data is not None:
-            new = yaml.safe_dump(redact_secrets(data, values), sort_keys=False, allow_unicode=True)
-        else:
-            new = text
-        for v in values:
-            if len(v) >= 4:
-                new = new.replace(v, REDACTED)
-        if new != text:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(new)
-            os.replace(tmp, path)
+def answer_counts(samples: pd.DataFrame) -> dict[str, int] | None:
+    """``{"n_answers", "n_cached_answers", "n_live_answers"}`` of a generative run's per-sample
+    table (None for other tasks): every answer a scored sample used (CircularEval rotations and
+    judge replies included, where the task records ``n_answers``) and how many of them came from
+    the response cache rather than from the model in this run."""
+    if "cached" not in samples.columns:
+        return None
+    ok = samples[samples["status"] == "ok"].drop_duplicates("id")
+    cached = pd.to_numeric(ok.get("n_cached_answers", ok["cached"]), errors="coerce").fillna(0)
+    total = pd.to_numeric(ok["n_answers"], errors="coerce").fillna(1) if "n_answers" in ok else pd.Series(1, index=ok.index)
+    n, k = int(total.sum()), int(cached.astype(float).sum())
+    return {"n_answers": n, "n_cached_answers": k, "n_live_answers": n - k}
 
 
 def environment_info() -> dict[str, Any]:
@@ -379,12 +307,21 @@ class Results:
         for col in samples.columns:  # parquet needs one type per column
             if samples[col].dtype == object and col not in ("id", "patient_id", "class", "status", "error"):
                 samples[col] = samples[col].astype(str)
+        known = secret_values(config or {}) | secret_values(self.manifest)
+        if "error" in samples.columns:  # error messages may quote a URL or a request
+            samples["error"] = [redact_text(e, known) if isinstance(e, str) else e for e in samples["error"]]
         samples.to_parquet(run_dir / "samples.parquet", index=False)
-        (run_dir / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=2))
+        answers = answer_counts(self.samples)
+        if answers is not None:  # generative runs: how many answers the response cache served
+            self.summary.update(answers)
+            self.manifest.update(answers)
+        summary = redact_secrets(_jsonable(self.summary), known)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
         if config is not None:
-            manifest["config"] = redact_secrets(config)
-        (run_dir / "manifest.json").write_text(json.dumps(_jsonable(manifest), indent=2))
+            manifest["config"] = config
+        manifest = redact_secrets(_jsonable(manifest), known)
+        (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
         write_outputs = getattr(self.task, "write_outputs", None)
         if callable(write_outputs):  # task-level files (vqa: submission.tsv, per_category.csv)
             write_outputs(self, run_dir)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from medimg_bench.datasets.base import dataset_identity
 from medimg_bench.engine.loop import BatchSteps
 from medimg_bench.engine.results import Records, Results, build_samples_table
 from medimg_bench.engine.summary import summarize
@@ -238,6 +239,8 @@ def evaluate(
     dev = resolve_device(device)
     model.to(dev)
     model.eval()
+    if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
+        model.bind_dataset(dataset)
     start = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     from medimg_bench.engine.distributed import ShardSampler, gather_lists, world
@@ -255,6 +258,7 @@ def evaluate(
     if world_size > 1:
         base = indices if indices is not None else range(len(dataset))
         indices = [base[j] for j in ShardSampler(len(base))]
+    ds_identity = dataset_identity(dataset)  # hashes file contents (cached by path, size, mtime)
     ckpt = None
     segments: list[dict[str, Any]] = []
     pending_restore: dict[str, dict[str, int]] = {}
@@ -262,7 +266,7 @@ def evaluate(
         from medimg_bench.engine.checkpoint import Checkpoint
 
         ckpt_key = {
-            "dataset": dataset.fingerprint() if hasattr(dataset, "fingerprint") else str(len(dataset)),
+            "dataset": ds_identity,
             "task": _settings(task_obj),
             "model": model_fingerprint(model),
             "metrics": {k: _metric_settings(m) for k, m in sorted(metric_objs.items())},
@@ -392,7 +396,8 @@ def evaluate(
         "dataset": {
             "name": getattr(dataset, "name", type(dataset).__name__),
             "n_samples": len(dataset),
-            "fingerprint": dataset.fingerprint() if hasattr(dataset, "fingerprint") else None,
+            "fingerprint": ds_identity.get("fingerprint"),
+            "identity": ds_identity,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },

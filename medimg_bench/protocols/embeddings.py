@@ -3,7 +3,7 @@
 The cache is one safetensors file per (model config name, dataset, split) holding ``x``
 ``(N, D)`` float32 and ``y`` (labels), with ids, patients and the full key in its metadata:
 the encoder's identity (architecture, weights SHA-256, preprocessing), the dataset's name,
-split and fingerprint. A file whose key differs in any field is refused with the fields that
+split and fingerprint (manifest, every file's content, loader options). A file whose key differs in any field is refused with the fields that
 differ and recomputed. Files are written to a temporary name and moved into place under a file
 lock, so concurrent runs (a sweep's seeds) compute once and never read a half-written file.
 """
@@ -54,10 +54,16 @@ class Embeddings:
 
 
 def cache_key(encoder: Any, dataset: Any, split: str | None) -> dict[str, Any]:
-    """The fields an embeddings cache must match: encoder identity and the dataset's name,
-    split and fingerprint."""
+    """The fields an embeddings cache must match: encoder identity (weights SHA-256,
+    preprocessing) and the dataset's name, split, fingerprint and its parts — the manifest, the
+    content of every file it names and the loader options (``dataset_identity``), so files
+    shuffled or re-written under the same names, or another ``normalize``, are refused."""
+    from medimg_bench.datasets.base import dataset_identity
+
+    ident = dataset_identity(dataset)
     return {"encoder": encoder.identity(), "dataset": getattr(dataset, "name", type(dataset).__name__),
-            "split": split, "dataset_fingerprint": dataset.fingerprint()}
+            "split": split, "dataset_fingerprint": ident.get("fingerprint"),
+            "dataset_identity": {k: v for k, v in ident.items() if k != "fingerprint"}}
 
 
 def _diff(saved: Any, now: Any, prefix: str = "") -> list[str]:

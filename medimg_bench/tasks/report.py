@@ -1,14 +1,22 @@
 """Radiology report generation: a generative adapter writes a report from the study's image(s);
-the reference is the section the dataset option ``section`` chooses (findings by default)."""
+the reference is the section the dataset option ``section`` chooses (findings by default).
+
+``scoring`` names the text pipeline whose corpus-level figures go into ``summary.json``
+(``metrics.BLEU_1`` ... with a bootstrap interval over patients), beside the per-report means of
+``report_nlg``: ``coco`` (default: PTB tokenizer + pycocoevalcap's scorers), ``r2gen`` (R2Gen's
+evaluation path; options ``variant``, ``dataset``, ``threshold``, ``max_seq_length``,
+``train_split``) or ``rexrank`` (CXR-Report-Metric's per-report BLEU-2 ``bleu_score``, also a
+column of the sample table). See :mod:`medimg_bench.metrics.text.pipelines` and docs/reports.md."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medimg_bench._fs import atomic_write
 from medimg_bench.registry import register_task
 from medimg_bench.tasks._generative import sample_images
 from medimg_bench.tasks.base import Task
@@ -27,7 +35,7 @@ class ReportGenerationTask(Task):
     generated report against the reference (``report``) with the text and factuality metrics.
 
     Options: ``prompt`` (``<image>`` marks where images go; images not placed come first),
-    ``system``, ``max_new_tokens``."""
+    ``system``, ``max_new_tokens``, ``scoring`` (pipeline name or ``{name, ...options}``)."""
 
     name = "report_generation"
     default_metrics = {
@@ -43,8 +51,17 @@ class ReportGenerationTask(Task):
         prompt: str = DEFAULT_PROMPT,
         system: str | None = None,
         max_new_tokens: int | None = 256,
+        scoring: str | Mapping[str, Any] | None = "coco",
     ) -> None:
+        from medimg_bench.metrics.text.pipelines import SCORING_PIPELINES
+
         self.prompt, self.system, self.max_new_tokens = prompt, system, max_new_tokens
+        spec = dict(scoring) if isinstance(scoring, Mapping) else {"name": scoring or "coco"}
+        self.scoring = str(spec.pop("name", "coco"))
+        if self.scoring not in SCORING_PIPELINES:
+            raise ValueError(f"report_generation: scoring {self.scoring!r} is not built; "
+                             f"available: {list(SCORING_PIPELINES)}")
+        self.scoring_options = spec
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         # the root config's default (classification) metrics do not apply to reports
@@ -69,10 +86,12 @@ class ReportGenerationTask(Task):
         return {"responses": model.generate(requests)}
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
+
         generated, references = [], []
         for sid, resp, ref in zip(batch["id"], outputs["responses"], batch["report"]):
             if resp.error:  # failed requests are failed samples, so a resumed run retries them
-                raise RuntimeError(f"sample {sid!r}: generation failed: {resp.error}")
+                raise GenerationFailed(f"sample {sid!r}: generation failed: {resp.error}")
             if not isinstance(ref, str) or not ref.strip():
                 raise ValueError(f"sample {sid!r}: no reference report")
             generated.append(resp.text or "")
@@ -94,7 +113,70 @@ class ReportGenerationTask(Task):
                 row[f"gen_{obs}"] = float(g_lab[obs].iloc[i])
                 row[f"ref_{obs}"] = float(r_lab[obs].iloc[i])
             rows.append(row)
+        if self.scoring == "rexrank":  # per report, under the name CXR-Report-Metric writes
+            from medimg_bench.metrics.text.pipelines import rexrank_bleu2
+
+            for row, value in zip(rows, rexrank_bleu2(gen, refs)):
+                row["bleu_score"] = float(value)
         return rows
+
+    def write_outputs(self, results: Any, run_dir: Path) -> None:
+        """Adds the scoring pipeline's corpus-level figures to ``summary.json`` (``metrics``,
+        ``kind: corpus``, under the names the pipeline's code prints) with a bootstrap interval
+        over patients; the per-report means stay beside them."""
+        from medimg_bench.metrics.text.pipelines import corpus_figures
+
+        samples = results.samples
+        if samples is None or "generated" not in samples or not len(samples):
+            return
+        ok = samples.dropna(subset=["generated", "reference"]).drop_duplicates("id")
+        if ok.empty:
+            return
+        opts = {k: v for k, v in self.scoring_options.items() if v is not None}
+        boot = {k: opts.pop(k) for k in ("n_resamples", "confidence", "seed") if k in opts}
+        summary = results.summary
+        boot.setdefault("n_resamples", int(summary.get("n_resamples") or 1000))
+        boot.setdefault("confidence", float(summary.get("confidence") or 0.95))
+        if self.scoring == "r2gen":
+            opts["train_reports"] = self._train_reports(run_dir, opts.pop("train_split", "train"))
+            opts.setdefault("dataset", "mimic_cxr" if "mimic" in str(self._dataset_cfg(run_dir).get("name")) else "iu_xray")
+        else:
+            opts.pop("train_split", None)
+        groups = ok["patient_id"].astype(str).tolist() if "patient_id" in ok else None
+        figures = corpus_figures(ok["generated"].astype(str).tolist(), ok["reference"].astype(str).tolist(),
+                                 groups=groups, scoring=self.scoring, **boot, **opts)
+        path = run_dir / "summary.json"
+        on_disk = json.loads(path.read_text()) if path.exists() else {}
+        for target in (summary, on_disk):
+            metrics = target.setdefault("metrics", {})
+            for name, fig in figures.items():
+                metrics[name] = {"kind": "corpus", "pipeline": self.scoring, "n": len(ok), "mean": dict(fig)}
+            target["report_text"] = {"pipeline": self.scoring, "figures": list(figures),
+                                     "options": {k: v for k, v in opts.items() if k != "train_reports"},
+                                     "interval": "percentile bootstrap over patient_id"}
+        with atomic_write(path, mode="w", encoding="utf-8") as fh:
+            fh.write(json.dumps(on_disk, indent=2))
+
+    @staticmethod
+    def _dataset_cfg(run_dir: Path) -> dict[str, Any]:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        return dict((manifest.get("config") or {}).get("dataset") or {})
+
+    def _train_reports(self, run_dir: Path, split: str) -> list[str]:
+        """The reference reports of the run dataset's training split (R2Gen's vocabulary)."""
+        from medimg_bench.registry import create_dataset
+
+        dcfg = self._dataset_cfg(run_dir)
+        if not dcfg.get("name"):
+            raise ValueError("scoring=r2gen: the run's dataset config is not in manifest.json")
+        kwargs = dict(dcfg.get("options") or {})
+        if dcfg.get("root") is not None:
+            kwargs["root"] = dcfg["root"]
+        train = create_dataset(dcfg["name"], split=split, **kwargs)
+        reports = [str(r) for r in train.manifest["report"]]
+        if not reports:
+            raise ValueError(f"scoring=r2gen: the {split!r} split of {dcfg['name']!r} has no reports")
+        return reports
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
         """Writes ``report_scores.json`` next to the plots: corpus-level text metrics as
@@ -120,3 +202,4 @@ class ReportGenerationTask(Task):
         path = out_dir / "report_scores.json"
         path.write_text(json.dumps(scores, indent=2, default=float))
         return [path]
+

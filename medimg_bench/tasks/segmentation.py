@@ -36,8 +36,11 @@ class SegmentationTask(Task):
         return self._loss(logits, target.unsqueeze(1))
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
-        labels = outputs["labels"]
-        return labels, torch.as_tensor(batch["mask"]).to(labels.device, non_blocking=True)
+        # metrics of probability maps (sod_toolbox) get the model's "maps" (else its label maps)
+        pred = outputs.get("maps", outputs["labels"]) if getattr(self, "score_maps", False) else outputs["labels"]
+        if isinstance(pred, list) or isinstance(batch["mask"], list):  # images of different sizes
+            return list(pred), [torch.as_tensor(m).to(p.device) for m, p in zip(batch["mask"], pred)]
+        return pred, torch.as_tensor(batch["mask"]).to(pred.device, non_blocking=True)
 
     def build_metrics(
         self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
@@ -55,6 +58,12 @@ class SegmentationTask(Task):
                 registry_name,
                 **{"num_classes": len(classes), "include_background": include_bg, "class_names": names, **options},
             )
+        kinds = {m.input_kind for m in metrics.values()}
+        if "prob_maps" in kinds and len(kinds) > 1:
+            raise ValueError("segmentation: metrics of probability maps (sod_toolbox) and of label maps "
+                             f"({sorted(k for k in metrics if metrics[k].input_kind != 'prob_maps')}) cannot "
+                             "share a run: score them in two runs")
+        self.score_maps = "prob_maps" in kinds
         return metrics
 
     def sample_records(
@@ -63,12 +72,19 @@ class SegmentationTask(Task):
         """Columns for the batch, one row per sample × class (background left out unless
         included): voxel counts of target and prediction and their volumes in mL."""
         pred = outputs["labels"]
-        target = torch.as_tensor(batch["mask"]).to(pred.device, non_blocking=True)
-        k = len(classes) if classes else int(max(pred.max(), target.max())) + 1
+        if isinstance(pred, list) or isinstance(batch["mask"], list):  # images of different sizes
+            targets = [torch.as_tensor(m).to(p.device) for m, p in zip(batch["mask"], pred)]
+            k = len(classes) if classes else int(max(max(int(p.max()), int(t.max())) for p, t in zip(pred, targets))) + 1
+            b = len(pred)
+            pc = torch.cat([_counts(p[None], k, 1) for p in pred]).cpu().numpy()
+            tc = torch.cat([_counts(t[None], k, 1) for t in targets]).cpu().numpy()
+        else:
+            target = torch.as_tensor(batch["mask"]).to(pred.device, non_blocking=True)
+            k = len(classes) if classes else int(max(pred.max(), target.max())) + 1
+            b = pred.shape[0]
+            pc = _counts(pred, k, b).cpu().numpy()
+            tc = _counts(target, k, b).cpu().numpy()
         names = list(classes) if classes else [str(i) for i in range(k)]
-        b = pred.shape[0]
-        pc = _counts(pred, k, b).cpu().numpy()
-        tc = _counts(target, k, b).cpu().numpy()
         first = 0 if self.include_background else 1
         voxel_ml = np.empty(b, dtype=np.float64)
         for i in range(b):

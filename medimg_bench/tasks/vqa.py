@@ -272,15 +272,17 @@ class VQATask(Task):
         return scored
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
+
         scored, kinds = [], []
         judged = outputs.get("judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             for _, resp in rotations:
                 if resp.error:  # a failed request fails its sample, so a resumed run asks again
-                    raise RuntimeError(f"sample {sid!r}: generation failed: {resp.error}")
+                    raise GenerationFailed(f"sample {sid!r}: generation failed: {resp.error}")
             for resp in (judged[i] or {}).values():
                 if resp.error:  # likewise for the judge: nothing is guessed in its place
-                    raise RuntimeError(f"sample {sid!r}: the judge's request failed: {resp.error}")
+                    raise GenerationFailed(f"sample {sid!r}: the judge's request failed: {resp.error}")
             one = self._score(batch, i, rotations, judged[i])
             if batch["answer"][i] is None:  # withheld (GMAI-MMBench TEST): parsed, not scored
                 one["withheld"] = True
@@ -300,6 +302,8 @@ class VQATask(Task):
                    "parsed": scored.get("parsed"), "rule": scored.get("rule"),
                    "correct": scored.get("correct"), "unparsed": scored.get("unparsed"),
                    "prompt": first.prompt, "cached": bool(first.cached), "profile": self.profile}
+            answers = [r for _, r in rotations] + list((judged[i] or {}).values())
+            row["n_answers"], row["n_cached_answers"] = len(answers), sum(bool(r.cached) for r in answers)
             if "circular_correct" in scored:
                 row["circular_correct"] = scored["circular_correct"]
             if batch["answer"][i] is None:

@@ -187,6 +187,12 @@ SAME_MASK_PATH = {"verse": "VerSeDataset"}
 NO_MASK_GEOMETRY = {
     "siim_pneumothorax": "RLE strings decoded onto the DICOM's own pixel grid",
     "synthetic_cxr": "2D PNG masks: no affine; the shape is checked against the image",
+    "busi": "2D image/mask files: no affine; the shape is checked against the image",
+    "covid_semiseg": "2D image/mask files: no affine; the shape is checked against the image",
+    "isic2018_task1": "2D image/mask files: no affine; the shape is checked against the image",
+    "kvasir_seg": "2D image/mask files: no affine; the shape is checked against the image",
+    "pranet_polyp": "2D image/mask files: no affine; the shape is checked against the image",
+    "seg2d_folder": "2D image/mask files: no affine; the shape is checked against the image",
 }
 
 

@@ -114,7 +114,17 @@ def _synthetic_cxr(root: Path):
     return ds, ds.resolve(ds.manifest["image"].iloc[0])
 
 
+def _seg2d(root: Path):
+    for d in ("images", "masks"):
+        (root / d).mkdir(parents=True)
+    for k in range(2):
+        PIL.fromarray((np.arange(30).reshape(5, 6) * (k + 1) % 255).astype(np.uint8)).save(root / "images" / f"s{k}.png")
+        PIL.fromarray(np.where(np.arange(30).reshape(5, 6) % 3, 255, 0).astype(np.uint8)).save(root / "masks" / f"s{k}.png")
+    return create("seg2d_folder", root), root / "images" / "s0.png"
+
+
 LAYOUTS: dict[str, Callable[[Path], tuple[object, Path]]] = {
+    "seg2d_folder": _seg2d,
     "csv": _csv,
     "nih_cxr14": _nih,
     "image_folder": _image_folder,
@@ -144,6 +154,9 @@ SAME_READERS = {
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
     "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr",
+    # datasets/seg2d layouts: the seg2d_folder loader and readers with other folder names
+    "covid_semiseg": "seg2d_folder", "pranet_polyp": "seg2d_folder", "kvasir_seg": "seg2d_folder",
+    "isic2018_task1": "seg2d_folder", "busi": "seg2d_folder",
 }
 
 

@@ -55,6 +55,11 @@ def _phases() -> tuple[Any, Any]:
     return [np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2])], [np.array([0, 0, 1, 2, 2, 2]), np.array([0, 1, 2, 2])]
 
 
+def _prob_maps() -> tuple[Any, Any]:
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(2, 12, 12, generator=g, dtype=torch.float64), torch.randint(0, 2, (2, 12, 12), generator=g)
+
+
 def _poison(x: Any, value: float) -> Any:
     """A copy of ``x`` (tensor, or list of arrays) as float with one entry set to ``value``."""
     if isinstance(x, list):
@@ -96,6 +101,7 @@ KINDS: dict[str, Kind] = {
     "measurements": Kind(_measurements),
     "detections": Kind(_detections),
     "phases": Kind(_phases, options={"num_classes": 3}),
+    "prob_maps": Kind(_prob_maps),
 }
 
 # case → (how the batch is broken, what the error message must mention)

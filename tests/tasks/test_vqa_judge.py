@@ -164,5 +164,6 @@ def test_openai_judge_over_the_loopback_server(tmp_path, chat_server):
 
     res2 = mb.evaluate(Scripted(answers), ds, task=VQATask(scoring=scoring), batch_size=4, progress=False,
                        n_resamples=20)
-    assert httpx.get(base + "/stats").json()["posts"] == 1  # zero new judge calls
+    # zero new judge requests: one one-token probe asks the server whether it is still the same
+    assert httpx.get(base + "/stats").json()["posts"] == 2
     assert res2.samples.drop_duplicates("id").set_index("id").loc["3", "judge_response"] == rows.loc["3", "judge_response"]

@@ -45,19 +45,24 @@ def iu_xray(
     so ``split`` must be ``all`` (split by patient with :mod:`medimg_bench.datasets.splits`).
     ``layout="r2gen"``: ``annotation.json`` ``{"train"|"val"|"test": [{id, report, image_path,
     split}]}`` with images in ``images/`` (the R2Gen 70/10/20 split; ``report`` is the cleaned
-    findings, ``section`` is ignored). ``auto`` picks the layout whose files exist.
+    findings, ``section`` is ignored). ``layout="reports_csv"``: ``gts.csv`` (``study_id,report``,
+    the ground truth ReXrank submissions commit; the R2Gen test split), text-only samples, split
+    ``test``. ``auto`` picks the layout whose files exist.
     ``views="frontal"``: one image (first frontal view; R2Gen: first listed), ``"all"``: a list.
     """
     root = Path(root)
     _check_options(section, views)
     if layout == "auto":
-        layout = "r2gen" if (root / "annotation.json").exists() else "openi"
-    if layout == "r2gen":
+        layout = ("r2gen" if (root / "annotation.json").exists()
+                  else "reports_csv" if (root / "gts.csv").exists() else "openi")
+    if layout == "reports_csv":
+        frame = _iu_reports_csv(root / "gts.csv", split)
+    elif layout == "r2gen":
         frame = _iu_r2gen(root, split, image_dir or "images", views)
     elif layout == "openi":
         frame = _iu_openi(root, split, image_dir or "images/images_normalized", section, views)
     else:
-        raise ValueError(f"iu_xray: layout must be auto, openi or r2gen, got {layout!r}")
+        raise ValueError(f"iu_xray: layout must be auto, openi, r2gen or reports_csv, got {layout!r}")
     empty = frame["report"].isna() | (frame["report"].astype(str).str.strip() == "")
     if empty.any():
         if not drop_empty:
@@ -163,3 +168,19 @@ def _iu_openi(root: Path, split: str, image_dir: str, section: str, views: str) 
     if no_images:
         log.warning("iu_xray: %d reports have no image in %s; dropped", no_images, proj_csv)
     return pd.DataFrame(rows)
+
+
+def _iu_reports_csv(path: Path, split: str) -> pd.DataFrame:
+    if split != "test":
+        raise ValueError(f"iu_xray: {str(path)!r} holds the test split only, got split={split!r}")
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for col in ("study_id", "report"):
+        if col not in table.columns:
+            raise ValueError(f"iu_xray: {str(path)!r} has no {col!r} column (columns: {list(table.columns)})")
+    dup = table["study_id"][table["study_id"].duplicated()]
+    if len(dup):
+        raise ValueError(f"iu_xray: {str(path)!r}: duplicate study_id(s) {sorted(set(dup))[:5]}")
+    ids = table["study_id"].astype(str)
+    return pd.DataFrame({"id": ids, "patient_id": ids.str.split("_").str[0], "study_id": ids,
+                         "report": [_clean(t) for t in table["report"]],
+                         "findings": [_clean(t) for t in table["report"]], "split": "test", "modality": "CR"})

@@ -12,9 +12,15 @@ mentioned). Rules (see docs/reports.md):
   it in its clause (which covers lists: "no effusion, pneumothorax or consolidation") or a
   post-negation cue follows it ("has resolved"); pseudo-negations ("no change in") negate nothing;
   some phrases are negative or uncertain by themselves ("normal heart size");
+* a structured field after a mention decides its status: "Effusion: none / negative /
+  resolved", "Effusion (-)", "Pneumothorax -ve" → negative, "Pneumothorax: possible / ?" →
+  uncertain, "Effusion: small", "(+)" → positive; a field whose value mentions the observation
+  again is a heading, an empty field is no mention;
 * aggregation per observation: any positive → 1; else any uncertain → -1; else negative → 0;
 * "No Finding" is 1 when the text mentions no pathology as positive or uncertain (Support
-  Devices does not count), else NaN; an empty text is NaN everywhere.
+  Devices does not count), else NaN; an empty text is NaN everywhere;
+* a report that is not English (``language.detect_non_english``) is NaN everywhere, with a
+  warning (or an error, or labelled anyway: ``on_unsupported``).
 
 The phrase and cue lists live in ``phrases/chexpert.yaml``.
 """
@@ -22,6 +28,7 @@ The phrase and cue lists live in ``phrases/chexpert.yaml``.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from medimg_bench.findings import CHEXPERT_PATHOLOGIES
+from medimg_bench.metrics.text.language import detect_non_english
 
 __all__ = ["CHEXPERT_OBSERVATIONS", "CHEXPERT_COMPETITION", "label_reports", "label_report", "Mention"]
 
@@ -40,7 +48,9 @@ CHEXPERT_OBSERVATIONS = CHEXPERT_PATHOLOGIES
 CHEXPERT_COMPETITION = ("Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Pleural Effusion")
 
 _PHRASES = Path(__file__).with_name("phrases") / "chexpert.yaml"
-_SENTENCE = re.compile(r"(?<!\d)[.!?](?!\d)|[\n;]")
+# "?" stays with its sentence (split after it): "Pneumothorax?" is a question, so uncertain
+_SENTENCE = re.compile(r"(?<!\d)[.!](?!\d)|(?<=\?)|[\n;]")
+_ON_UNSUPPORTED = ("nan", "raise", "label")
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ def _compiled(path: str = str(_PHRASES)) -> dict[str, Any]:
         return re.compile(r"(?<![\w-])(?:" + _alternation(cues[name]) + r")(?![\w-])")
 
     return {
+        "structured": _compile_structured(spec["structured"]),
         "mention": mention_re,
         "groups": {f"g{i}": g for i, g in enumerate(groups)},
         "neg_pre": cue("negation_pre"),
@@ -92,6 +103,78 @@ def _compiled(path: str = str(_PHRASES)) -> dict[str, Any]:
         "pseudo": cue("pseudo_negation"),
         "term": re.compile(r"(?<![\w-])(?:" + _alternation(cues["terminators"]) + r")(?![\w-])|[;:]"),
     }
+
+
+def _compile_structured(spec: dict[str, list[str]]) -> dict[str, re.Pattern]:
+    def alt(name: str) -> str:
+        return _alternation(spec[name])
+
+    end = r"(?![\w])"
+    lat = rf"(?:{alt('laterality')}){end}"
+    return {
+        # between the mention and its separator or sign: "Pleural effusion, left: none"
+        "gap": re.compile(rf"(?:\s*/\s*[\w-]+)?\s*(?:,\s*)?(?:{lat}\s*)?"),  # "Lines/tubes: none"
+        "sign": re.compile(rf"\s*(?:(?P<neg>{alt('negative_signs')})|(?P<pos>{alt('positive_signs')})"
+                           rf"|(?P<unc>{alt('uncertain_signs')}))"),
+        "separator": re.compile(rf"\s*(?:{alt('separators')})\s*"),
+        "lat": re.compile(rf"\s*(?:{lat}\s*)*"),
+        "negative": re.compile(rf"(?:{alt('negative_values')}){end}"),
+        "device_ok": re.compile(rf"(?:{alt('not_negative_for_support_devices')}){end}"),
+        "uncertain": re.compile(rf"(?:{alt('uncertain_values')})(?![\w-])"),
+        "size": re.compile(rf"(?:{alt('size_words')}){end}"),
+        "segment": re.compile(r"\s*(?:[,)]|\b(?:and|but)\b)\s*"),
+    }
+
+
+def _value_status(value: str, obs: str, c: dict[str, Any]) -> float | None:
+    """Status a structured value gives its mention; None: the value does not decide (the usual
+    rules apply: "small", "present", "no change")."""
+    s = c["structured"]
+    value = value[s["lat"].match(value).end():]
+    sign = s["sign"].match(value)
+    if sign:
+        return {"neg": 0.0, "pos": 1.0, "unc": -1.0}[sign.lastgroup]
+    if c["pseudo"].match(value):
+        return None
+    if s["uncertain"].match(value) or c["unc_post"].match(value):
+        return -1.0
+    if s["negative"].match(value):
+        if obs == "Support Devices" and s["device_ok"].match(value):
+            return None
+        return 0.0
+    return None
+
+
+def _field_status(sentence: str, end: int, nxt: tuple[int, str] | None, obs: str,
+                  c: dict[str, Any]) -> float | None:
+    """Status from a structured field right after a mention ending at ``end`` ("Effusion: none",
+    "Effusion (-)"): 1, 0, -1; NaN when the mention is only a heading or an empty field; None when
+    there is no field. ``nxt`` is (start, observation) of the next mention in the sentence."""
+    s = c["structured"]
+    stop = nxt[0] if nxt else len(sentence)
+    pos = s["gap"].match(sentence, end, stop).end()
+    sign = s["sign"].match(sentence, pos)  # not cut at ``stop``: "$" must be the sentence end
+    if sign and sign.end() <= stop:
+        return {"neg": 0.0, "pos": 1.0, "unc": -1.0}[sign.lastgroup]
+    sep = s["separator"].match(sentence, pos, stop)
+    if sep is None:
+        return None
+    if nxt and nxt[1] == obs:  # "Effusion: small left pleural effusion": a heading
+        return float("nan")
+    value = sentence[sep.end():stop]
+    if not value.strip():
+        # "Pneumothorax:" with nothing after it says nothing; before another mention it is that
+        # mention's heading ("Lungs - atelectasis")
+        return None if nxt else float("nan")
+    segments = s["segment"].split(value)
+    first = segments[0]
+    if nxt and len(segments) == 1 and (c["neg_pre"].match(first) or c["unc_pre"].match(first)):
+        return None  # "Atelectasis: no consolidation": the cue belongs to the next mention
+    status = _value_status(first, obs, c)
+    if status is not None and status != 1.0:
+        if any(s["size"].match(seg, s["lat"].match(seg).end()) for seg in segments[1:]):
+            return 1.0  # "none on the left, small on the right"
+    return status
 
 
 def _spans(regex: re.Pattern, text: str) -> list[tuple[int, int]]:
@@ -122,7 +205,11 @@ def _sentence_mentions(sentence: str, c: dict[str, Any]) -> list[Mention]:
     terms = [s for s in _spans(c["term"], sentence) if not _overlaps(s, mention_spans)]
 
     out = []
-    for obs, fixed, start, end, text in found:
+    for i, (obs, fixed, start, end, text) in enumerate(found):
+        nxt = (found[i + 1][2], found[i + 1][0]) if i + 1 < len(found) else None
+        field = _field_status(sentence, end, nxt, obs, c) if fixed is None else None
+        if field is not None and np.isnan(field):
+            continue  # a heading or an empty field: not a mention
         lo = max([e for s, e in terms if e <= start], default=0)  # clause start
         hi = min([s for s, e in terms if s >= end], default=len(sentence))  # clause end
         before = [(s, "unc") for s, e in unc_pre if lo <= s and e <= start]
@@ -130,7 +217,9 @@ def _sentence_mentions(sentence: str, c: dict[str, Any]) -> list[Mention]:
         after_unc = any(end <= s and e <= hi for s, e in unc_post)
         after_neg = any(end <= s and e <= hi for s, e in neg_post)
         nearest = max(before)[1] if before else None
-        if fixed is not None and fixed < 0:
+        if field is not None:
+            status = field
+        elif fixed is not None and fixed < 0:
             status = -1.0
         elif after_unc or nearest == "unc":
             status = -1.0
@@ -142,10 +231,7 @@ def _sentence_mentions(sentence: str, c: dict[str, Any]) -> list[Mention]:
     return out
 
 
-def label_report(text: str) -> dict[str, float]:
-    """Labels of one report: observation → 1.0 / 0.0 / -1.0, or NaN when not mentioned."""
-    if not isinstance(text, str):
-        raise TypeError(f"expected a report string, got {type(text).__name__}")
+def _labels(text: str) -> dict[str, float]:
     labels = dict.fromkeys(CHEXPERT_OBSERVATIONS, float("nan"))
     if not text.strip():
         return labels
@@ -162,13 +248,35 @@ def label_report(text: str) -> dict[str, float]:
     return labels
 
 
-def label_reports(texts: Sequence[str]) -> Any:
+def _check_option(on_unsupported: str) -> None:
+    if on_unsupported not in _ON_UNSUPPORTED:
+        raise ValueError(f"on_unsupported must be one of {_ON_UNSUPPORTED}, got {on_unsupported!r}")
+
+
+def label_report(text: str, *, on_unsupported: str = "nan") -> dict[str, float]:
+    """Labels of one report: observation → 1.0 / 0.0 / -1.0, or NaN when not mentioned.
+
+    The phrase lists are English: a report that is not (:func:`detect_non_english`) gets NaN
+    everywhere and a warning (``on_unsupported="nan"``), a ValueError (``"raise"``), or is
+    labelled anyway (``"label"``)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a report string, got {type(text).__name__}")
+    row = label_reports([text], on_unsupported=on_unsupported).iloc[0]
+    return {obs: float(v) for obs, v in row.items()}
+
+
+def label_reports(texts: Sequence[str], *, on_unsupported: str = "nan") -> Any:
     """One row per text, the 14 CheXpert observations as columns, values 1.0 / 0.0 / -1.0 /
     NaN (not mentioned); returns a ``pandas.DataFrame``. Non-text input raises TypeError naming
-    the row."""
+    the row.
+
+    Reports that are not English get NaN everywhere and one warning naming how many and which
+    (``on_unsupported="nan"``; ``df.attrs["non_english"]`` maps their row to the language), a
+    ValueError naming them (``"raise"``), or are labelled anyway (``"label"``)."""
     import pandas as pd
 
-    rows = []
+    _check_option(on_unsupported)
+    rows, refused = [], {}
     for i, t in enumerate(texts):
         if isinstance(t, bytes):
             try:
@@ -177,5 +285,20 @@ def label_reports(texts: Sequence[str]) -> Any:
                 raise ValueError(f"report {i}: not valid UTF-8 ({exc})") from exc
         if not isinstance(t, str):
             raise TypeError(f"report {i}: expected a string, got {type(t).__name__}")
-        rows.append(label_report(t))
-    return pd.DataFrame(rows, columns=list(CHEXPERT_OBSERVATIONS), dtype=np.float64)
+        language = None if on_unsupported == "label" else detect_non_english(t)
+        if language is not None:
+            refused[i] = language
+            rows.append(dict.fromkeys(CHEXPERT_OBSERVATIONS, float("nan")))
+        else:
+            rows.append(_labels(t))
+    if refused:
+        listed = ", ".join(f"report {i}: {lang}" for i, lang in list(refused.items())[:10])
+        more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
+        msg = (f"{len(refused)} of {len(rows)} reports are not in English ({listed}{more}); "
+               "the CheXpert-style labeler reads English only")
+        if on_unsupported == "raise":
+            raise ValueError(msg)
+        warnings.warn(msg + ": their labels are NaN", UserWarning, stacklevel=2)
+    df = pd.DataFrame(rows, columns=list(CHEXPERT_OBSERVATIONS), dtype=np.float64)
+    df.attrs["non_english"] = refused
+    return df

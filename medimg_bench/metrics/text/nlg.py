@@ -1,9 +1,10 @@
 """Report-generation text metrics: BLEU-1..4, ROUGE-L, CIDEr-D (pure Python, equal to
 pycocoevalcap on the same tokenised inputs) and METEOR (pycocoevalcap's Java jar).
 
-Inputs are whitespace-tokenised strings; :func:`tokenize` gives the tokenisation used by
-default (lower case, punctuation split off and dropped, like the PTB tokenizer pycocoevalcap
-runs before scoring). Conventions kept from pycocoevalcap on purpose, so numbers match papers:
+Inputs of the scorers are whitespace-tokenised strings; :func:`report_text_scores` tokenises raw
+text first with a named tokenizer (default ``ptb``: pycocoevalcap's own PTBTokenizer, see
+:mod:`medimg_bench.metrics.text.tokenizers`). :func:`tokenize` is the ``simple`` tokenizer (lower
+case, punctuation dropped). Conventions kept from pycocoevalcap on purpose, so numbers match papers:
 
 * BLEU: corpus-level brevity penalty with the *closest* reference length (ties → the shorter);
   per-report values multiply the n-gram precisions cumulatively with a per-report penalty,
@@ -21,7 +22,9 @@ import math
 import re
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +41,8 @@ _PUNCT = re.compile(r"[^\w\s]|_")
 
 
 def tokenize(text: str) -> str:
-    """Lower-cased words separated by single spaces, punctuation removed (returns a string)."""
+    """Lower-cased words separated by single spaces, punctuation removed (returns a string;
+    the ``simple`` tokenizer, not PTB)."""
     if not isinstance(text, str):
         raise TypeError(f"expected a string, got {type(text).__name__}")
     return " ".join(_PUNCT.sub(" ", text.lower()).split())
@@ -213,42 +217,80 @@ def meteor_scores(
     generated: Sequence[str], references: Sequence[str | Sequence[str]]
 ) -> tuple[float, np.ndarray]:
     """Corpus METEOR 1.5 and per-report values through pycocoevalcap's jar (needs Java and
-    pycocoevalcap); raises RuntimeError naming what is missing."""
+    pycocoevalcap); raises RuntimeError naming what is missing, ValueError on empty input (before
+    Java starts). The Java process is always ended before returning or raising."""
     refs_all = _check_pairs(generated, references)
+    _check_not_empty(generated, "meteor_scores")
     if not java_available():
         raise RuntimeError("METEOR needs Java: no 'java' executable on the PATH")
     try:
         from pycocoevalcap.meteor.meteor import Meteor
     except ImportError as exc:  # pragma: no cover - dev extra
         raise RuntimeError("METEOR needs pycocoevalcap (pip install pycocoevalcap)") from exc
-    gts = {i: refs for i, refs in enumerate(refs_all)}
-    res = {i: [h if h.strip() else "."] for i, h in enumerate(generated)}  # the jar needs a token
-    scorer = Meteor()
-    try:
+    # the jar reads one line per request: a line break inside a text would stall it
+    flat = {ord(c): " " for c in "\n\r\u000b\u000c\u0085\u2028\u2029"}
+    gts = {i: [r.translate(flat) for r in refs] for i, refs in enumerate(refs_all)}
+    res = {i: [h.translate(flat) if h.strip() else "."] for i, h in enumerate(generated)}  # the jar needs a token
+    with _meteor_process(Meteor) as scorer:
         corpus, per = scorer.compute_score(gts, res)
-    finally:
-        close = getattr(scorer, "close", None)
-        if callable(close):
-            close()
     return float(corpus), np.asarray(per, dtype=float)
+
+
+def _check_not_empty(generated: Sequence[str], name: str) -> None:
+    if len(generated) == 0:
+        raise ValueError(f"{name}: no reports to score (empty input)")
+
+
+@contextmanager
+def _meteor_process(factory: Any) -> Iterator[Any]:
+    """A pycocoevalcap ``Meteor`` whose Java process is ended on leaving, even after an error.
+
+    Its ``compute_score`` takes a lock and does not release it when it raises, and its
+    ``__del__`` waits for that lock before killing the process, so a failed call used to leave
+    the interpreter hanging at exit."""
+    scorer = factory()
+    try:
+        yield scorer
+    finally:
+        proc = scorer.meteor_p
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with suppress(OSError):
+                    stream.close()
+        proc.kill()
+        proc.wait()
+        if scorer.lock.locked():
+            scorer.lock.release()
 
 
 def report_text_scores(
     generated: Sequence[str],
     references: Sequence[str | Sequence[str]],
     *,
+    tokenizer: str = "ptb",
     tokenized: bool = False,
     meteor: bool | None = None,
 ) -> dict[str, float]:
     """Corpus-level ``bleu1``…``bleu4``, ``rouge_l``, ``cider_d`` (and ``meteor`` when Java is
-    present, or when ``meteor=True``) as pycocoevalcap computes them on the same tokens.
+    present, or when ``meteor=True``) as pycocoevalcap computes them.
 
-    ``tokenized=False`` runs :func:`tokenize` on every text first; pass already tokenised
-    strings with ``tokenized=True`` to compare with other tools on identical inputs."""
+    ``tokenizer`` (see :mod:`medimg_bench.metrics.text.tokenizers`): ``ptb`` (default:
+    pycocoevalcap's own PTBTokenizer, token for token, so the numbers equal its
+    ``COCOEvalCap`` pipeline on raw text), ``r2gen`` (R2Gen's cleaning), ``simple`` or ``none``.
+    ``tokenized=True`` skips tokenisation (texts already tokenised; same as before). No reports
+    at all is a ValueError (nothing is started)."""
+    from medimg_bench.metrics.text.tokenizers import tokenize_texts
+
     refs_all = _check_pairs(generated, references)
+    _check_not_empty(generated, "report_text_scores")
     if not tokenized:
-        generated = [tokenize(g) for g in generated]
-        refs_all = [[tokenize(r) for r in refs] for refs in refs_all]
+        generated = tokenize_texts(generated, tokenizer)
+        counts = [len(r) for r in refs_all]
+        flat = tokenize_texts([r for refs in refs_all for r in refs], tokenizer)
+        refs_all, k = [], 0
+        for c in counts:
+            refs_all.append(flat[k : k + c])
+            k += c
     bleu, _ = bleu_scores(generated, refs_all)
     out = {f"bleu{k + 1}": float(b) for k, b in enumerate(bleu)}
     out["rouge_l"] = rouge_l_scores(generated, refs_all)[0]

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from medimg_bench.metrics.base import Metric
-from medimg_bench.metrics.text.nlg import bleu_scores, cider_d_scores, rouge_l_scores, tokenize
+from medimg_bench.metrics.text.nlg import bleu_scores, cider_d_scores, rouge_l_scores
+from medimg_bench.metrics.text.tokenizers import TOKENIZERS, tokenize_texts
 from medimg_bench.registry import register_metric
 
 __all__ = ["ReportNLG", "REPORT_NLG_COLUMNS", "compare_reports"]
@@ -25,8 +26,8 @@ REPORT_NLG_COLUMNS = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider_d")
 @register_metric("report_nlg", tags=("report", "text"))
 class ReportNLG(Metric):
     """Per-report BLEU-1..4, ROUGE-L, CIDEr-D. ``update(generated_texts, reference_texts)``;
-    texts are tokenised with :func:`~medimg_bench.metrics.text.nlg.tokenize` unless
-    ``tokenized=True``."""
+    texts are tokenised with the named ``tokenizer`` (default ``ptb``, pycocoevalcap's
+    PTBTokenizer through the pure-Python lexer, one batch at a time) unless ``tokenized=True``."""
 
     name = "report_nlg"
     per_sample = True
@@ -35,9 +36,13 @@ class ReportNLG(Metric):
     value_ranges = MappingProxyType({"cider_d": (0.0, math.inf)})  # ×10 scale, no fixed maximum
     input_kind = "text"
 
-    def __init__(self, *, tokenized: bool = False, class_names: Sequence[str] | None = None) -> None:
+    def __init__(self, *, tokenized: bool = False, tokenizer: str = "ptb",
+                 class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=None)
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"{self.name}: unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}")
         self.tokenized = tokenized
+        self.tokenizer = tokenizer
         self.add_state("generated", [], dist_reduce_fx="cat")
         self.add_state("references", [], dist_reduce_fx="cat")
 
@@ -52,10 +57,14 @@ class ReportNLG(Metric):
                 raise ValueError(f"{self.name}: sample {where}: generated and reference reports must be text")
             if not r.strip():
                 raise ValueError(f"{self.name}: sample {where}: the reference report is empty")
-        prep = (lambda t: t) if self.tokenized else tokenize
         self._add_ids(ids, len(preds))
-        self.generated.extend(prep(g) for g in preds)
-        self.references.extend(prep(r) for r in targets)
+        if self.tokenized:
+            self.generated.extend(preds)
+            self.references.extend(targets)
+            return
+        options = {"backend": "python"} if self.tokenizer == "ptb" else {}  # no JVM start per batch
+        self.generated.extend(tokenize_texts(list(preds), self.tokenizer, **options))
+        self.references.extend(tokenize_texts(list(targets), self.tokenizer, **options))
 
     def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
         """``{column: (ids, (N, 1) tensor)}`` for each of :data:`REPORT_NLG_COLUMNS`."""
@@ -120,9 +129,11 @@ def compare_reports(
                                 groups=groups, seed=seed)
     if metric not in ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider_d"):
         raise ValueError(f"unknown metric {metric!r}")
-    ta = np.array([tokenize(g) for g in generated_a], dtype=object)
-    tb = np.array([tokenize(g) for g in generated_b], dtype=object)
-    tr = np.array([tokenize(r) for r in references], dtype=object)
+    from medimg_bench.metrics.text.tokenizers import ptb_tokenize
+
+    ta = np.array(ptb_tokenize(generated_a), dtype=object)
+    tb = np.array(ptb_tokenize(generated_b), dtype=object)
+    tr = np.array(ptb_tokenize(references), dtype=object)
 
     def text_fn(pred: Any, target: Any) -> float:
         refs = [[r] for r in target]

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medimg_bench.models.predictions.answers import AnswersFromFile
+from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
+from medimg_bench.models.predictions.maps import MapsFromFolder
 from medimg_bench.models.predictions.scores import ScoresFromFile
 from medimg_bench.registry import register_model
 
@@ -21,40 +22,59 @@ def predictions(
     root: str | Path,
     kind: str = "auto",
     classes: Sequence[str] | None = None,
-    id_column: str = "id",
-    text_column: str = "text",
+    id_column: str | None = None,
+    text_column: str | None = None,
     num_classes: int | None = None,
     in_channels: int | None = None,
+    threshold: float = 0.5,
+    resize: bool = False,
+    scores: str = "probabilities",
+    multilabel: bool | None = None,
+    circular: bool = False,
+    on_blank: str = "error",
 ) -> Any:
-    """Predictions already on disk (see the module docstring). ``kind``: ``auto`` (from the
-    files found), ``classification``, ``segmentation`` or ``answers``."""
+    """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
+    files found: a table with an id and a text column is answers, other tables class scores),
+    ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
+    makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
+    ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
+    of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
+    CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
+    (``error`` or ``keep`` null / empty / "None" answers)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
-    if kind == "auto" and root.is_file():
-        kind = {".csv": "classification", ".parquet": "classification", ".jsonl": "answers"}.get(root.suffix, "")
-        if not kind:
-            raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
+    kind = "answers" if kind == "reports" else kind
+    tables = ["predictions.csv", "predictions.parquet", "predictions.jsonl"]
     if kind == "auto":
-        if _find(root, ["predictions.csv", "predictions.parquet"]):
-            kind = "classification"
-        elif _find(root, ["predictions.jsonl"]):
-            kind = "answers"
+        path = _find(root, tables)
+        if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
+            raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
+        if path is not None:
+            kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
+        elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
+            kind = "maps"
         else:
             raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores, a JSONL of answers or a folder of <id>.nii.gz label maps")
+                             "scores, a CSV/Parquet/JSONL of answers, a folder of <id>.nii.gz label maps "
+                             "or of <id>.png / .npy maps")
     if kind == "classification":
-        path = _find(root, ["predictions.csv", "predictions.parquet"])
+        path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column, num_classes=num_classes)
+        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
+                              scores=scores, multilabel=multilabel)
     if kind == "answers":
-        path = _find(root, ["predictions.jsonl"])
+        path = _find(root, tables[::-1])
         if path is None:
-            raise FileNotFoundError(f"predictions: no predictions.jsonl in {str(root)!r}")
-        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+            raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
+                               on_blank=on_blank)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation or answers, got {kind!r}")
+    if kind == "maps":
+        return MapsFromFolder(root, threshold=threshold, resize=resize)
+    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, answers or reports, got {kind!r}")

@@ -36,10 +36,8 @@ class _Lookup:
         return iter(())
 
     def fingerprint(self) -> dict[str, Any]:
-        """The predictions file(s): path, size and modification time (a changed file is another model)."""
-        files = [self.source] if self.source.is_file() else sorted(self.source.glob("*"))
-        return {"kind": type(self).__name__, "source": str(self.source),
-                "files": [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in files if p.is_file()]}
+        """The predictions file(s): name and SHA-256 of each (a changed byte is another model)."""
+        return {"kind": type(self).__name__, "source": str(self.source), "files": file_digests(self.source)}
 
     def _missing(self, sid: str) -> KeyError:
         return KeyError(f"no prediction for sample {sid!r} in {str(self.source)!r}")
@@ -52,6 +50,16 @@ class _Lookup:
     def check_ids(self, ids: Sequence[Any]) -> int:
         """Warn once about predictions whose id the dataset does not have; returns their count."""
         return _warn_unknown(self._known_ids(), ids, self.source)
+
+
+def file_digests(source: Path) -> list[list[str]]:
+    """``[name, SHA-256]`` of ``source`` (a file) or of the files directly in it (a folder); each
+    digest computed once per file version (``medimg_bench._hashing``)."""
+    from medimg_bench._hashing import hash_files, path_key
+
+    files = [source] if source.is_file() else sorted(p for p in source.glob("*") if p.is_file())
+    digests = hash_files(files, what=f"predictions {source}")
+    return [[p.name, digests[path_key(p)]] for p in files]
 
 
 def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:

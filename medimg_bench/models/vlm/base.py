@@ -19,6 +19,7 @@ from typing import Any
 
 from medimg_bench.models.vlm.requests import (  # noqa: F401  (re-exported)
     IMAGE_TOKEN,
+    GenerationFailed,
     GenerationRequest,
     GenerationResponse,
     GenerationSettings,
@@ -26,11 +27,12 @@ from medimg_bench.models.vlm.requests import (  # noqa: F401  (re-exported)
     default_cache_path,
     image_digest,
     none_if_null,
+    served_key,
     settings_from_options,
     to_pil_rgb,
 )
 
-__all__ = ["IMAGE_TOKEN", "GenerationSettings", "GenerationRequest", "GenerationResponse", "GenerativeAdapter", "image_digest", "to_pil_rgb", "settings_from_options", "none_if_null", "default_cache_path", "OnResponse"]
+__all__ = ["IMAGE_TOKEN", "GenerationFailed", "GenerationSettings", "GenerationRequest", "GenerationResponse", "GenerativeAdapter", "image_digest", "to_pil_rgb", "settings_from_options", "none_if_null", "default_cache_path", "OnResponse", "served_key"]
 
 
 class GenerativeAdapter:
@@ -64,9 +66,37 @@ class GenerativeAdapter:
     def identity(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: served adapters set this: a cached answer is served only when the server that made it
+    #: reported the identity the server reports now (see ``cache.py``)
+    verifies_served = False
+
     def fingerprint(self) -> dict[str, Any]:
-        """What a checkpoint or cache entry must match to be reused (see ``identity``)."""
+        """What a checkpoint, a shard merge or a manifest must match: ``identity`` plus, for a
+        served model, what the server reports about itself (``server_identity``)."""
+        fp = self.cache_identity()
+        server = self.server_identity()
+        if server is not None:
+            fp["server"] = server
+        return fp
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The adapter part of a response-cache key: backend and ``identity`` (the server's own
+        report is stored with each answer and compared instead, so a re-run without the server
+        can still be told apart from a changed one)."""
         return {"backend": self.backend, **self.identity()}
+
+    def server_identity(self) -> dict[str, Any] | None:
+        """What the model's server reports about itself (``None``: not a served model)."""
+        return None
+
+    def served_identities(self) -> set[str]:
+        """Canonical ``served_by`` of the answers received live from the server by this object."""
+        return set()
+
+    def probe_served(self) -> str | None:
+        """Ask the server once what it reports about itself (adds to ``served_identities``);
+        returns why that failed, or None. Only served adapters implement it."""
+        return "this adapter has no server to ask"
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:  # pragma: no cover
         raise NotImplementedError

@@ -14,6 +14,7 @@ served from the cache unless ``serve_nondeterministic=True``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -27,14 +28,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from medimg_bench._secrets import redact_secrets
 from medimg_bench.models.vlm.requests import (
     GenerationRequest,
     GenerationResponse,
     default_cache_path,
     image_digest,
+    served_key,
 )
 
-__all__ = ["ResponseCache", "request_key", "cli_main"]
+__all__ = ["ResponseCache", "request_key", "cache_fingerprint", "cli_main"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
-_KEY_VERSION = 1
+_KEY_VERSION = 2  # 2: full SHA-256 of model files; served_by stored and compared
 _CHUNK = 500  # keys per SELECT (SQLite's variable limit is 32766; small chunks stay fast)
 
 
@@ -69,6 +72,13 @@ def request_key(fingerprint: dict[str, Any], request: GenerationRequest) -> str:
         "settings": request.settings.to_dict(),
     }
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
+
+
+def cache_fingerprint(adapter: Any) -> dict[str, Any]:
+    """The adapter part of a cache key: ``cache_identity()`` (identity without the server's own
+    report, which is stored and compared instead), else ``fingerprint()``."""
+    fn = getattr(adapter, "cache_identity", None)
+    return dict(fn() if callable(fn) else adapter.fingerprint())
 
 
 def _model_label(fp: dict[str, Any]) -> str:
@@ -92,7 +102,8 @@ class ResponseCache:
         busy_timeout_s: how long one SQLite call waits for another process's lock; on top of it,
             ``database is locked`` errors are retried with backoff for up to ``max_lock_retries``.
 
-    ``hits`` / ``misses`` count requests served from the file / sent to the model by this object.
+    ``hits`` / ``misses`` count requests served from the file / sent to the model by this object;
+    ``stale`` the stored answers not served because the server now reports another identity.
     """
 
     def __init__(
@@ -109,6 +120,7 @@ class ResponseCache:
         self.max_lock_retries = int(max_lock_retries)
         self.hits = 0
         self.misses = 0
+        self.stale = 0
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
@@ -212,6 +224,7 @@ class ResponseCache:
             return
         data = response.to_dict()
         data["cached"] = False
+        fingerprint = redact_secrets(fingerprint)  # the key was made from it; the row shows it
         row = (
             key, _model_label(fingerprint), str(fingerprint.get("backend", "?")),
             _canonical(fingerprint), request.sample_id if request else None,
@@ -228,46 +241,97 @@ class ResponseCache:
     def generate(self, adapter: Any, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
         """Responses for ``requests``: stored ones from the file, the rest from ``adapter``
         (each committed as soon as it arrives). Same order as ``requests``. A deterministic
-        request repeated within the call is sent once; its repeats count as hits."""
+        request repeated within the call is sent once; its repeats count as hits.
+
+        For a served adapter (``verifies_served``) a stored answer is served only when the
+        ``served_by`` it was stored with is one the server reported live to this adapter; when
+        nothing was received live yet, the adapter asks once (``probe_served``: a one-token
+        request). Answers made by another server identity are asked again (counted in
+        ``stale``); when the probe fails, the stored answers are not served: their requests fail,
+        naming the reason."""
         requests = list(requests)
-        fp = adapter.fingerprint()
+        fp = cache_fingerprint(adapter)
         keys = [request_key(fp, r) for r in requests]
         servable = [self.serve_nondeterministic or r.settings.deterministic for r in requests]
         found = self.get_many([k for k, s in zip(keys, servable) if s])
         out: list[GenerationResponse | None] = [None] * len(requests)
-        todo: list[int] = []  # requests sent to the model
-        copies: dict[int, list[int]] = {}  # a deterministic request repeated in this call: asked once
-        first_of: dict[str, int] = {}
-        for i, (k, s) in enumerate(zip(keys, servable)):
-            if s and k in found:
-                out[i] = found[k]
-            elif s and k in first_of:
-                copies.setdefault(first_of[k], []).append(i)
-            else:
-                if s:
-                    first_of[k] = i
-                todo.append(i)
-        self.hits += len(requests) - len(todo)
-        self.misses += len(todo)
-        if todo:
-            def on_response(j: int, resp: GenerationResponse) -> None:
-                i = todo[j]
-                try:
-                    self.put(keys[i], resp, fingerprint=fp, request=requests[i])
-                except sqlite3.Error as exc:  # the answer is still returned; only its copy is lost
-                    log.warning("response cache %s: could not store the response for %s: %s",
-                                self.path, requests[i].sample_id or f"request {i}", exc)
-
-            got = adapter._generate_streaming([requests[i] for i in todo], on_response)
-            if len(got) != len(todo):
-                raise RuntimeError(f"{adapter!r} returned {len(got)} responses for {len(todo)} requests")
-            for j, resp in enumerate(got):
-                out[todo[j]] = resp
-                for c in copies.get(todo[j], ()):
-                    dup = GenerationResponse.from_dict(resp.to_dict())
-                    dup.cached = resp.error is None
-                    out[c] = dup
+        hits = [i for i, (k, s) in enumerate(zip(keys, servable)) if s and k in found]
+        hit_set = set(hits)
+        todo = [i for i in range(len(requests)) if i not in hit_set]
+        got = self._ask(adapter, requests, keys, servable, fp, todo)
+        for i in todo:
+            out[i] = got[i]
+        if hits and getattr(adapter, "verifies_served", False):
+            hits = self._verified(adapter, requests, keys, servable, fp, hits, found, out)
+        for i in hits:  # a shallow copy each: a request repeated in the call gets its own object
+            out[i] = dataclasses.replace(found[keys[i]], cached=True)
+        self.hits += len(hits) + sum(1 for i in todo if out[i].cached)  # type: ignore[union-attr]
         return out  # type: ignore[return-value]
+
+    def _ask(self, adapter: Any, requests: Sequence[GenerationRequest], keys: Sequence[str],
+             servable: Sequence[bool], fp: dict[str, Any], idx: Sequence[int]) -> dict[int, GenerationResponse]:
+        """Send ``requests[i]`` for ``i`` in ``idx`` (a deterministic request repeated among them
+        once; its repeats are copies marked cached), storing each answer as it arrives."""
+        first_of: dict[str, int] = {}
+        send: list[int] = []
+        copies: dict[int, list[int]] = {}
+        for i in idx:
+            if servable[i] and keys[i] in first_of:
+                copies.setdefault(first_of[keys[i]], []).append(i)
+                continue
+            if servable[i]:
+                first_of[keys[i]] = i
+            send.append(i)
+        self.misses += len(send)
+        if not send:
+            return {}
+
+        def on_response(j: int, resp: GenerationResponse) -> None:
+            i = send[j]
+            try:
+                self.put(keys[i], resp, fingerprint=fp, request=requests[i])
+            except sqlite3.Error as exc:  # the answer is still returned; only its copy is lost
+                log.warning("response cache %s: could not store the response for %s: %s",
+                            self.path, requests[i].sample_id or f"request {i}", exc)
+
+        got = adapter._generate_streaming([requests[i] for i in send], on_response)
+        if len(got) != len(send):
+            raise RuntimeError(f"{adapter!r} returned {len(got)} responses for {len(send)} requests")
+        out: dict[int, GenerationResponse] = {}
+        for i, resp in zip(send, got):
+            out[i] = resp
+            for c in copies.get(i, ()):
+                dup = GenerationResponse.from_dict(resp.to_dict())
+                dup.cached = resp.error is None
+                out[c] = dup
+        return out
+
+    def _verified(self, adapter: Any, requests: Sequence[GenerationRequest], keys: Sequence[str],
+                  servable: Sequence[bool], fp: dict[str, Any], hits: list[int],
+                  found: dict[str, GenerationResponse], out: list[GenerationResponse | None]) -> list[int]:
+        """The hits whose stored ``served_by`` the server reports now; the others are asked
+        again (or fail, when the server's identity cannot be had) into ``out``."""
+        if not adapter.served_identities():  # nothing received live yet: ask once
+            problem = adapter.probe_served()
+            if problem is not None:
+                why = (f"the answer in the response cache {self.path} cannot be checked against the "
+                       f"server, whose identity is unknown (probe failed: {problem}); cached answers "
+                       "are not served unchecked (model.options.verify_server=false serves them)")
+                for i in hits:
+                    out[i] = GenerationResponse(prompt=found[keys[i]].prompt,
+                                                error=f"sample {requests[i].sample_id or i}: {why}")
+                return []
+        seen = adapter.served_identities()
+        stale = [i for i in hits if served_key(found[keys[i]].served_by) not in seen]
+        if stale:
+            log.warning("response cache %s: %d stored answer(s) were made by a server reporting "
+                        "another identity (model, system_fingerprint or /v1/models entry); asking again",
+                        self.path, len(stale))
+            self.stale += len(stale)
+            for i, resp in self._ask(adapter, requests, keys, servable, fp, stale).items():
+                out[i] = resp
+        stale_set = set(stale)
+        return [i for i in hits if i not in stale_set]
 
     # -- inspection -------------------------------------------------------------------------------
     def size_bytes(self) -> int:
@@ -302,7 +366,7 @@ class ResponseCache:
                 args = (model,)
             rows = self._retry(lambda: conn.execute(sql + " ORDER BY created", args).fetchall())
         for key, m, b, fp, sid, prompt, settings, resp, created in rows:
-            yield {"key": key, "model": m, "backend": b, "fingerprint": json.loads(fp),
+            yield {"key": key, "model": m, "backend": b, "fingerprint": redact_secrets(json.loads(fp)),
                    "sample_id": sid, "prompt": prompt,
                    "settings": json.loads(settings) if settings else None,
                    "response": json.loads(resp), "created": created}

@@ -29,33 +29,37 @@ from medimg_bench.models.vlm.base import (
 )
 from medimg_bench.registry import register_model
 
-__all__ = ["HFVLMAdapter", "files_signature", "build_messages"]
+__all__ = ["HFVLMAdapter", "files_signature", "model_files_signature", "build_messages"]
 
 log = logging.getLogger(__name__)
 
-_SMALL = 8 << 20  # files below this size are hashed whole; larger ones by size + head + tail
-_EDGE = 1 << 20
-
-
 def files_signature(path: str | Path) -> str:
-    """A SHA-256 over the files of a model folder: small files (configs, tokenizer, chat template)
-    by content, weight files by name, size and their first and last MiB. Cheap for 10 GB models
-    and changes whenever the weights or the processor do."""
-    root = Path(path)
-    h = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(root).parts))
-    for p in files:
-        size = p.stat().st_size
-        h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())
-        with open(p, "rb") as fh:
-            if size <= _SMALL:
-                h.update(fh.read())
-            else:
-                h.update(fh.read(_EDGE))
-                fh.seek(size - _EDGE)
-                h.update(fh.read(_EDGE))
-    return h.hexdigest()
+    """SHA-256 over the relative names and the full SHA-256 of every file of a model folder
+    (weights, configs, tokenizer, chat template; hidden names skipped). Each file's digest is
+    computed once and then read from the file-hash cache while its path, size, mtime, ctime and
+    inode stay the same (:mod:`medimg_bench._hashing`), so only the first run reads a 10 GB model
+    through; any changed byte gives another signature."""
+    from medimg_bench._hashing import tree_sha256
+
+    return tree_sha256(path, what=f"model folder {path}")
+
+
+def model_files_signature(path: str, *, revision: str | None = None) -> str | None:
+    """:func:`files_signature` of a model folder, or of the local snapshot of a hub id (the Hugging
+    Face cache's ``snapshots/<commit>`` folder); ``None`` with a warning when neither exists
+    (the identity then holds only the name and revision)."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return files_signature(local)
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(path, revision=revision, local_files_only=True)
+    except Exception as exc:  # not in the local cache in the usual layout
+        log.warning("%s: no local folder to hash (%s); the model's identity is its name and "
+                    "revision only", path, exc)
+        return None
+    return files_signature(folder)
 
 
 def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], int]:
@@ -182,7 +186,7 @@ class HFVLMAdapter(GenerativeAdapter):
         if not (getattr(self.processor, "chat_template", None) or getattr(tok, "chat_template", None)):
             raise ValueError(f"hf_vlm: the processor at {self.path} has no chat template; "
                              "pass model.options.chat_template")
-        self._signature = files_signature(local) if local.is_dir() else None
+        self._signature = model_files_signature(self.path, revision=revision)
         self.device = str(getattr(self.model, "device", "cpu"))
         self.attach_cache(cache=cache, cache_path=cache_path,
                           cache_nondeterministic=cache_nondeterministic)

@@ -7,9 +7,25 @@ exponential backoff and jitter (a ``Retry-After`` header is honoured up to ``bac
 still fails becomes a response with ``error`` naming the URL and the HTTP status; a malformed body
 is an error response, never an exception.
 
+A 200 whose answer is empty (``content: ""`` or ``null``) or not text (a JSON object or list
+as ``content``) is an error response, never an answer: it is not scored and not cached, so a
+re-run asks again. A body larger than ``max_response_bytes`` (default 4 MiB) fails its sample
+while it is read; nothing beyond the bound is kept in memory.
+
+What the server says about itself is recorded and compared: ``GET {base_url}/models`` once per
+adapter (the served model's entry: ``id``, ``root``, ``parent``, ``owned_by``,
+``max_model_len``) goes into the fingerprint (checkpoints, shard merges, the manifest), and
+every answer carries ``served_by`` — that entry plus the response's ``model`` and
+``system_fingerprint``. A cached answer is served again only when the server now reports the
+same (see ``cache.py``); ``verify_server=false`` serves cached answers unchecked (and leaves the
+server out of the fingerprint), for re-scoring with the server gone.
+
 The API key is read from the environment variable named by ``api_key_env`` (``null`` for local
 servers that need none). It is sent in the ``Authorization`` header and nowhere else: not in
 ``repr``, ``identity`` (hence not in manifests or cache keys), the cache, or log messages.
+Credentials in ``base_url`` (``http://user:pw@host/v1``) are used for the requests (HTTP basic
+auth) and shown everywhere else as ``http://***@host/v1``; secret-named keys of ``extra_body``
+are sent but appear as ``***`` in the identity.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from medimg_bench._secrets import redact_secrets, redact_text, redact_url
 from medimg_bench.models.vlm.base import (
     IMAGE_TOKEN,
     GenerationRequest,
@@ -33,17 +50,72 @@ from medimg_bench.models.vlm.base import (
     GenerativeAdapter,
     OnResponse,
     none_if_null,
+    served_key,
     settings_from_options,
     to_pil_rgb,
 )
 from medimg_bench.registry import register_model
 
-__all__ = ["OpenAIVLMAdapter", "encode_image_data_url"]
+__all__ = ["OpenAIVLMAdapter", "encode_image_data_url", "DEFAULT_MAX_RESPONSE_BYTES"]
 
 log = logging.getLogger(__name__)
 
 _INLINE_PIXELS = 256 * 256  # below this many pixels per request, encode on the loop thread
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
+_ERROR_BODY_BYTES = 1 << 16  # what is kept of a non-200 body (for its message)
+# the fields of a /v1/models entry that say which weights answer (vLLM's ``created`` is the
+# time of the listing and changes on every call)
+_MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(response: Any, limit: int, *, truncate: bool = False) -> bytes:
+    """The body of a streamed ``httpx`` response, at most ``limit`` bytes: beyond it
+    ``_TooLarge`` (or, with ``truncate``, the first ``limit`` bytes)."""
+    declared = response.headers.get("content-length")
+    if not truncate and declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge(f"Content-Length {int(declared)}")
+    buf = bytearray()
+    async for chunk in response.aiter_bytes():
+        buf += chunk
+        if len(buf) > limit:
+            if truncate:
+                return bytes(buf[:limit])
+            raise _TooLarge(f"more than {limit} bytes received")
+    return bytes(buf)
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        ra = headers.get("retry-after")
+        return float(ra) if ra is not None else None
+    except ValueError:
+        return None
+
+
+def _content_text(message: Any) -> tuple[str | None, str | None]:
+    """``(text, None)`` of a chat message's ``content``, or ``(None, why it is not an answer)``:
+    null, empty, or not text (a JSON object, numbers, a list without text parts)."""
+    if not isinstance(message, dict):
+        return None, f"'message' is a JSON {type(message).__name__}, not an object"
+    content = message.get("content")
+    if isinstance(content, list):  # some servers return content parts
+        if not all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content):
+            return None, "content parts are not text parts"
+        content = "".join(p.get("text", "") for p in content if p.get("type", "text") == "text")
+    if content is None:
+        extra = next((f" ({k}: {json.dumps(message[k])[:120]})" for k in ("refusal", "tool_calls")
+                      if message.get(k)), "")
+        return None, f"the answer is null (no content){extra}"
+    if not isinstance(content, str):
+        return None, f"content is a JSON {type(content).__name__}, not text: {json.dumps(content)[:120]}"
+    if not content.strip():
+        return None, "the answer is empty"
+    return content, None
 
 
 class _Secret:
@@ -62,6 +134,16 @@ class _Secret:
 
     def __reduce__(self) -> Any:
         return (_Secret, (None,))
+
+
+def _limited(chunks: Any, limit: int) -> Any:
+    """Yield ``chunks`` (bytes) while their total stays within ``limit``; ``_TooLarge`` beyond."""
+    n = 0
+    for c in chunks:
+        n += len(c)
+        if n > limit:
+            raise _TooLarge(f"more than {limit} bytes received")
+        yield c
 
 
 def _pixels(image: Any) -> int:
@@ -126,6 +208,10 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         max_tokens_field: ``max_tokens`` or ``max_completion_tokens`` (newer hosted models).
         extra_body: more JSON fields for every request (e.g. ``{"top_k": 1}``).
         trust_env: let httpx read proxy settings from the environment.
+        max_response_bytes: the largest response body accepted (bytes, after decompression);
+            a larger one fails its sample as it is read.
+        verify_server: record the server's ``/v1/models`` entry in the fingerprint and serve a
+            cached answer only when the server reports what it reported when it answered.
         max_new_tokens, temperature, top_p, seed: default generation settings.
         cache, cache_path, cache_nondeterministic: the response cache.
     """
@@ -146,6 +232,8 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         max_tokens_field: str = "max_tokens",
         extra_body: dict[str, Any] | None = None,
         trust_env: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        verify_server: bool = True,
         max_new_tokens: int = 256,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -168,9 +256,17 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise ValueError(f"max_tokens_field must be max_tokens or max_completion_tokens, "
                              f"got {max_tokens_field!r}")
+        if int(max_response_bytes) < 1024:
+            raise ValueError(f"max_response_bytes must be >= 1024, got {max_response_bytes}")
         self.model = str(model)
-        self.base_url = str(base_url).rstrip("/")
+        real = str(base_url).rstrip("/")
+        self._base = _Secret(real)  # may hold user info: used for requests, never shown
+        self.base_url = redact_url(real)
         self.url = self.base_url + "/chat/completions"
+        self.max_response_bytes = int(max_response_bytes)
+        self.verify_server = bool(verify_server)
+        self._models: dict[str, Any] | None = None  # the server's /v1/models entry, once
+        self._seen: set[str] = set()  # served_by of the answers received live
         api_key_env = none_if_null(api_key_env)
         self.api_key_env = api_key_env
         key = None
@@ -191,24 +287,114 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         self.extra_body = dict(extra_body or {})
         self.trust_env = bool(trust_env)
         self.calls = 0  # HTTP attempts made by this object (retries included)
+        self.probes = 0  # identity probes (see ``probe_served``)
         self.attach_cache(cache=cache, cache_path=cache_path,
                           cache_nondeterministic=cache_nondeterministic)
 
+    @property
+    def verifies_served(self) -> bool:  # type: ignore[override]
+        return self.verify_server
+
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"model": self.model, "base_url": self.base_url, "image_format": "png"}
-        if self.extra_body:
-            ident["extra_body"] = json.dumps(self.extra_body, sort_keys=True, default=str)
+        if self.extra_body:  # secret-named keys (api_key, access_token...) as ***
+            ident["extra_body"] = json.dumps(redact_secrets(self.extra_body), sort_keys=True, default=str)
         if self.max_tokens_field != "max_tokens":
             ident["max_tokens_field"] = self.max_tokens_field
         return ident
 
+    def server_identity(self) -> dict[str, Any] | None:
+        """The server's ``/v1/models`` entry for this model (fetched once), or ``None`` with
+        ``verify_server=false``."""
+        return self._models_entry() if self.verify_server else None
+
+    def served_identities(self) -> set[str]:
+        return set(self._seen)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._key.get():
+            headers["Authorization"] = f"Bearer {self._key.get()}"
+        return headers
+
+    def _models_entry(self) -> dict[str, Any]:
+        if self._models is None:
+            self._models = self._fetch_models()
+        return self._models
+
+    def _fetch_models(self) -> dict[str, Any]:
+        """``GET {base_url}/models``: the entry of ``self.model`` reduced to the fields that name
+        the weights; ``{"models_endpoint": why}`` when the list cannot be had,
+        ``{"listed": False, ...}`` when the model is not in it."""
+        status, raw, problem = self._sync_request("GET", "/models")
+        if status != 200:
+            if status is None:
+                log.warning("%s/models: %s; the server's identity is unknown", self.base_url, problem)
+            return {"models_endpoint": problem}
+        try:
+            listed = [m for m in json.loads(raw)["data"] if isinstance(m, dict)]
+        except (ValueError, KeyError, TypeError) as exc:
+            return {"models_endpoint": f"unexpected body ({type(exc).__name__})"}
+        entry = next((m for m in listed if m.get("id") == self.model), None)
+        if entry is None:
+            return {"listed": False, "served": sorted(str(m.get("id")) for m in listed)[:20]}
+        return {k: entry[k] for k in _MODEL_FIELDS if entry.get(k) is not None}
+
+    def probe_served(self) -> str | None:
+        """One minimal request (``ping``, one token, no image) to learn what the server reports
+        about itself now (``served_by``); returns why it failed, or None."""
+        self.probes += 1
+        self._models_entry()
+        body = {"model": self.model, "messages": [{"role": "user", "content": "ping"}],
+                self.max_tokens_field: 1, "temperature": 0.0, **self.extra_body}
+        status, raw, problem = self._sync_request("POST", "/chat/completions", body)
+        if status != 200:
+            return f"{self.url}: {problem}"
+        try:
+            data = json.loads(raw)
+            served = {"models": self._models, "model": data.get("model"),
+                      "system_fingerprint": data.get("system_fingerprint")}
+        except (ValueError, AttributeError) as exc:
+            return f"{self.url}: unexpected body ({type(exc).__name__})"
+        self._seen.add(served_key(served))
+        return None
+
+    def _sync_request(self, method: str, path: str, body: dict[str, Any] | None = None
+                      ) -> tuple[int | None, bytes, str]:
+        """``(status, body, problem)`` of one request to ``base_url + path``, retried like a chat
+        request on connection errors, timeouts, 429 and 5xx; the body bounded like answers."""
+        import httpx
+
+        status: int | None = None
+        problem = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+            try:
+                with httpx.Client(timeout=self.timeout, trust_env=self.trust_env) as client, \
+                        client.stream(method, self._base.get() + path, headers=self._headers(),
+                                      content=None if body is None else json.dumps(body).encode()) as r:
+                    status = r.status_code
+                    raw = b"".join(_limited(r.iter_bytes(), self.max_response_bytes))
+            except (httpx.HTTPError, _TooLarge) as exc:
+                status, problem = None, self._redact(f"{type(exc).__name__}: {exc}")
+                continue
+            if status == 200:
+                return 200, raw, ""
+            problem = f"HTTP {status}"
+            if status not in _RETRY_STATUS and status < 500:
+                break
+        return status, b"", problem or "no answer"
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_key"] = _Secret(None)  # a copy in another process reads the variable again
+        state["_base"] = _Secret(None)  # credentials in the URL stay in this process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._base = _Secret(self.base_url)  # the shown URL: without its credentials, if it had any
         if self.api_key_env:
             self._key = _Secret(os.environ.get(self.api_key_env))
 
@@ -228,11 +414,11 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         return body
 
     def _redact(self, text: str) -> str:
-        key = self._key.get()
-        return text.replace(key, "***") if key else text
+        """``text`` without the key, the URL's credentials or anything that looks like one."""
+        return redact_text(text, {self._key.get()} if self._key.get() else ())  # user info: by look
 
-    def _parse(self, raw: bytes, status: int, prompt: str, latency: float) -> GenerationResponse:
-        where = f"{self.url} (HTTP {status})"
+    def _parse(self, raw: bytes, status: int, prompt: str, latency: float, sid: str = "?") -> GenerationResponse:
+        where = f"sample {sid}: {self.url} (HTTP {status})"
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -243,23 +429,24 @@ class OpenAIVLMAdapter(GenerativeAdapter):
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
                 raise ValueError(f"server error: {json.dumps(data['error'])[:300]}")
             choice = data["choices"][0]
-            content = choice["message"].get("content")
-            if isinstance(content, list):  # some servers return content parts
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            text = "" if content is None else str(content)
+            text, problem = _content_text(choice["message"])
+            if problem is not None:  # never an answer: not scored, not cached, asked again next run
+                return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
+                    f"{where}: {problem}; finish_reason {choice.get('finish_reason')!r}"))
             usage = data.get("usage") or {}
+            served = {"models": self._models, "model": data.get("model"),
+                      "system_fingerprint": data.get("system_fingerprint")}
+            self._seen.add(served_key(served))
             return GenerationResponse(
-                text=text.strip(), prompt=prompt, latency_s=latency,
+                text=text.strip(), prompt=prompt, latency_s=latency,  # type: ignore[union-attr]
                 tokens_in=usage.get("prompt_tokens"), tokens_out=usage.get("completion_tokens"),
-                finish_reason=choice.get("finish_reason"))
+                finish_reason=choice.get("finish_reason"), served_by=served)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                 f"{where}: unexpected response ({type(exc).__name__}: {exc}): "
                 f"{json.dumps(data)[:200] if not isinstance(data, bytes) else ''}"))
 
     async def _one(self, client: Any, request: GenerationRequest) -> GenerationResponse:
-        import httpx
-
         prompt = request.rendered_prompt()
         sid = request.sample_id or "?"
         if request.options is not None:
@@ -271,38 +458,23 @@ class OpenAIVLMAdapter(GenerativeAdapter):
             body = await asyncio.to_thread(self._payload, request) if big else self._payload(request)
         except Exception as exc:  # unreadable image, bad placeholder count
             return GenerationResponse(prompt=prompt, error=str(exc))
-        headers = {"Content-Type": "application/json"}
-        if self._key.get():
-            headers["Authorization"] = f"Bearer {self._key.get()}"
         content = json.dumps(body).encode()
+        headers = self._headers()
         attempt = 0
         while True:
             t0 = time.perf_counter()
-            retry_after: float | None = None
             self.calls += 1
-            try:
-                r = await asyncio.wait_for(
-                    client.post(self.url, content=content, headers=headers), timeout=self.timeout)
-            except (asyncio.TimeoutError, httpx.TimeoutException):
-                problem = f"timed out after {self.timeout:g} s"
-            except httpx.HTTPError as exc:  # connection refused/reset, protocol errors
-                problem = f"connection error ({type(exc).__name__}: {exc})"
-            else:
-                latency = time.perf_counter() - t0
-                if r.status_code == 200:
-                    return self._parse(r.content, 200, prompt, latency)
-                problem = f"HTTP {r.status_code}: {r.text[:200]!r}"
-                if r.status_code not in _RETRY_STATUS and r.status_code < 500:
-                    return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
-                        f"sample {sid}: {self.url} returned {problem}"))
-                ra = r.headers.get("retry-after")
-                try:
-                    retry_after = float(ra) if ra is not None else None
-                except ValueError:
-                    retry_after = None
+            status, raw, retry_after, problem = await self._attempt(client, content, headers)
+            latency = time.perf_counter() - t0
+            if status == 200 and problem is None:
+                return self._parse(raw, 200, prompt, latency, sid)
+            if status == 200 or (status is not None and status not in _RETRY_STATUS and status < 500):
+                problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
+                return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
+                    f"sample {sid}: {self.url} returned {problem}"))
+            problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
             if attempt >= self.max_retries:
-                return GenerationResponse(prompt=prompt, latency_s=time.perf_counter() - t0,
-                                          error=self._redact(
+                return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                     f"sample {sid}: {self.url} failed after {attempt + 1} attempts; last: {problem}"))
             delay = min(self.backoff_max, self.backoff_base * 2 ** attempt) * (0.5 + random.random() / 2)
             if retry_after is not None:
@@ -311,6 +483,34 @@ class OpenAIVLMAdapter(GenerativeAdapter):
                      self._redact(problem), sid, attempt + 1, self.max_retries + 1, delay)
             await asyncio.sleep(delay)
             attempt += 1
+
+    async def _attempt(self, client: Any, content: bytes, headers: dict[str, str]
+                       ) -> tuple[int | None, bytes, float | None, str | None]:
+        """One POST: ``(status, body, Retry-After, problem)``; the body of a 200 is read up to
+        ``max_response_bytes`` (beyond it: status 200 with a problem, not retried), an error
+        body up to 64 KiB; ``status`` is None for a timeout or a connection error."""
+        import httpx
+
+        async def post() -> tuple[int | None, bytes, float | None, str | None]:
+            async with client.stream("POST", self._base.get() + "/chat/completions", content=content,
+                                     headers=headers) as r:
+                if r.status_code != 200:
+                    raw = await _read_body(r, _ERROR_BODY_BYTES, truncate=True)
+                    return r.status_code, raw, _retry_after(r.headers), None
+                try:
+                    return 200, await _read_body(r, self.max_response_bytes), None, None
+                except _TooLarge as exc:
+                    return 200, b"", None, (
+                        f"a response body over max_response_bytes={self.max_response_bytes} ({exc}); "
+                        "the sample fails (raise model.options.max_response_bytes if answers are "
+                        "really that long)")
+
+        try:
+            return await asyncio.wait_for(post(), timeout=self.timeout)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            return None, b"", None, f"timed out after {self.timeout:g} s"
+        except httpx.HTTPError as exc:  # connection refused/reset, protocol errors
+            return None, b"", None, f"connection error ({type(exc).__name__}: {exc})"
 
     async def _run(self, requests: list[GenerationRequest], on_response: OnResponse) -> list[GenerationResponse]:
         import httpx
@@ -350,6 +550,7 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         requests = list(requests)
         if not requests:
             return []
+        self._models_entry()  # once: every answer records the server's entry
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: the usual case

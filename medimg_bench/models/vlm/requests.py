@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OnResponse", "IMAGE_TOKEN", "GenerationSettings", "GenerationRequest", "GenerationResponse", "to_pil_rgb", "none_if_null", "settings_from_options", "default_cache_path", "image_digest"]
+__all__ = ["OnResponse", "IMAGE_TOKEN", "GenerationFailed", "served_key", "GenerationSettings", "GenerationRequest", "GenerationResponse", "to_pil_rgb", "none_if_null", "settings_from_options", "default_cache_path", "image_digest"]
 
 OnResponse = Callable[[int, "GenerationResponse"], None]
 
@@ -69,6 +69,10 @@ class GenerationResponse:
     error: str | None = None
     cached: bool = False
     option_logprobs: list[float] | None = None
+    #: what the server said about itself when it answered (served adapters: its ``/v1/models``
+    #: entry, the response's ``model`` and ``system_fingerprint``); compared before a cached
+    #: answer is served again
+    served_by: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +81,18 @@ class GenerationResponse:
     def from_dict(cls, d: dict[str, Any]) -> GenerationResponse:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
+
+
+class GenerationFailed(RuntimeError):
+    """A sample whose request failed (an error response): the engine tags it ``[predict]``."""
+
+    stage = "predict"
+
+
+def served_key(served_by: dict[str, Any] | None) -> str:
+    """A canonical string of a ``served_by`` record (what is compared before a cached answer is
+    served again)."""
+    return json.dumps(served_by, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def to_pil_rgb(image: Any, *, where: str = "") -> Any:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from medimg_bench.models.vlm.base import (
@@ -93,13 +92,9 @@ class VLLMAdapter(GenerativeAdapter):
         kwargs.update(engine_kwargs or {})
         self.llm = vllm.LLM(**kwargs)
         self._vllm = vllm
-        local = Path(self.path)
-        if local.is_dir():
-            from medimg_bench.models.vlm.hf import files_signature
+        from medimg_bench.models.vlm.hf import model_files_signature
 
-            self._signature: str | None = files_signature(local)
-        else:
-            self._signature = None
+        self._signature: str | None = model_files_signature(self.path, revision=revision)
         self.device = "cuda"
         self.attach_cache(cache=cache, cache_path=cache_path,
                           cache_nondeterministic=cache_nondeterministic)

@@ -11,8 +11,19 @@ Faults are requested inside the user text, counted per distinct request body:
     [[slowx1=2.0]] the first attempt sleeps 2.0 s before answering (a client timeout)
     [[malformed]]  HTTP 200 with a body that is not JSON;  [[noshape]] JSON without choices
     [[empty]]      an empty answer;  [[dropx1]] close the connection without answering once
+    [[null]]       content null;  [[blank]] content "   ";  [[object]] content a JSON object
+    [[number]]     content 42;  [[parts]] content as text parts;  [[imgparts]] non-text parts only
+    [[big=N]]      an answer of N bytes (the body a little more), with a Content-Length header
+    [[bigchunked=N]] the same without Content-Length (chunked transfer encoding)
 
-``GET /stats`` returns ``{"posts", "in_flight", "max_in_flight", "unauthorised"}``; ``POST /reset`` zeroes them.
+What the server says about itself (``GET /v1/models``, the response's ``model`` and
+``system_fingerprint``) is set by ``POST /admin`` with any of ``{"root", "served",
+"response_model", "system_fingerprint", "models_status"}`` (``response_model`` null: echo the
+request's model; ``models_status`` other than 200: the models list fails with it); ``"force":
+"[[null]]"`` applies faults to every request.
+
+``GET /stats`` returns ``{"posts", "in_flight", "max_in_flight", "unauthorised", "model_lists"}``;
+``POST /reset`` zeroes them and restores the default identity.
 """
 
 from __future__ import annotations
@@ -39,6 +50,34 @@ class State:
         self.in_flight = 0
         self.max_in_flight = 0
         self.unauthorised = 0
+        self.model_lists = 0
+        self.identity = dict(DEFAULT_IDENTITY)
+
+
+DEFAULT_IDENTITY = {"root": "/models/loopback-a", "served": "loopback", "response_model": None,
+                    "system_fingerprint": None, "models_status": 200, "force": ""}
+
+
+def _content(faults: dict[str, str], answer: str) -> object:
+    """The ``content`` field of the answer, as the faults ask."""
+    if "empty" in faults:
+        return ""
+    if "null" in faults:
+        return None
+    if "blank" in faults:
+        return "   "
+    if "object" in faults:
+        return {"text": answer}
+    if "number" in faults:
+        return 42
+    if "parts" in faults:
+        return [{"type": "text", "text": answer[:5]}, {"type": "text", "text": answer[5:]}]
+    if "imgparts" in faults:
+        return [{"type": "image_url", "image_url": {"url": "data:,"}}]
+    for name in ("big", "bigchunked"):
+        if name in faults:
+            return "x" * int(float(faults[name] or 1000))
+    return answer
 
 
 def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTPRequestHandler]:
@@ -62,9 +101,20 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
             if self.path.rstrip("/").endswith("/stats"):
                 with state.lock:
                     body = {"posts": state.posts, "max_in_flight": state.max_in_flight,
-                        "in_flight": state.in_flight,
-                            "unauthorised": state.unauthorised}
+                            "in_flight": state.in_flight, "unauthorised": state.unauthorised,
+                            "model_lists": state.model_lists}
                 self._send(200, json.dumps(body).encode())
+            elif self.path.rstrip("/").endswith("/models"):
+                with state.lock:
+                    state.model_lists += 1
+                    ident = dict(state.identity)
+                if ident["models_status"] != 200:
+                    self._send(int(ident["models_status"]), b'{"error": "no models list"}')
+                    return
+                entry = {"id": ident["served"], "object": "model", "created": int(time.time()),
+                         "owned_by": "loopback", "root": ident["root"], "parent": None,
+                         "max_model_len": 4096}
+                self._send(200, json.dumps({"object": "list", "data": [entry]}).encode())
             else:
                 self._send(404, b'{"error": "not found"}')
 
@@ -74,7 +124,13 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
             if self.path.rstrip("/").endswith("/reset"):
                 with state.lock:
                     state.attempts.clear()
-                    state.posts = state.max_in_flight = state.unauthorised = 0
+                    state.posts = state.max_in_flight = state.unauthorised = state.model_lists = 0
+                    state.identity = dict(DEFAULT_IDENTITY)
+                self._send(200, b"{}")
+                return
+            if self.path.rstrip("/").endswith("/admin"):
+                with state.lock:
+                    state.identity.update(json.loads(raw or b"{}"))
                 self._send(200, b"{}")
                 return
             with state.lock:
@@ -119,7 +175,9 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
             with state.lock:
                 attempt = state.attempts.get(text, 0)
                 state.attempts[text] = attempt + 1
-            for name, times, value in _FAULT.findall(text):
+                forced = str(state.identity.get("force") or "")  # faults for every request
+            text_faults = text + forced
+            for name, times, value in _FAULT.findall(text_faults):
                 times_n = int(times) if times else None
                 active = times_n is None or attempt < times_n
                 if name == "429" and active:
@@ -146,16 +204,38 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
             if latency:
                 time.sleep(latency)
             answer = f"echo: {text} | images={n_images}"
-            if any(name == "empty" for name, _, _ in _FAULT.findall(text)):
-                answer = ""
             if float(body.get("temperature") or 0) > 0 and body.get("seed") is None:
                 answer += f" | r={random.random():.6f}"
-            out = {"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"),
+            faults = {name: value for name, _, value in _FAULT.findall(text_faults)}
+            content = _content(faults, answer)
+            with state.lock:
+                ident = dict(state.identity)
+            out = {"id": "cmpl-1", "object": "chat.completion",
+                   "model": ident["response_model"] or body.get("model"),
                    "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": answer}}],
+                                "message": {"role": "assistant", "content": content}}],
                    "usage": {"prompt_tokens": len(text.split()) + n_images,
                              "completion_tokens": len(answer.split())}}
-            self._send(200, json.dumps(out).encode())
+            if ident["system_fingerprint"] is not None:
+                out["system_fingerprint"] = ident["system_fingerprint"]
+            data = json.dumps(out).encode()
+            if "bigchunked" in faults:  # no Content-Length: the client finds out while reading
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(data), 1 << 16):
+                    piece = data[i:i + (1 << 16)]
+                    try:
+                        self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    except (BrokenPipeError, ConnectionResetError):
+                        return
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            try:
+                self._send(200, data)
+            except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+                pass
 
     return Handler
 

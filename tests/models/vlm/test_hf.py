@@ -3,6 +3,7 @@ requests, option log-likelihoods, bad input, the cache, the build lock."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 
@@ -137,6 +138,27 @@ def test_identity_follows_the_files(tiny_vlm_path, tmp_path):
     cfg.write_text(cfg.read_text().replace('"projector_hidden_act": "gelu"',
                                            '"projector_hidden_act": "relu"'))
     assert files_signature(copy) != files_signature(tiny_vlm_path)
+
+
+def test_weights_changed_in_the_middle_change_the_identity(tiny_vlm_path, tmp_path, monkeypatch):
+    """Issue #19 item 2: files over 8 MiB were fingerprinted by size and first/last MiB, so
+    weights changed in the middle kept the identity and 56 of 56 answers came from the cache."""
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_vlm_path, copy)
+    padded = copy / "extra_weights.bin"  # a weight file past the old 8 MiB sampling threshold
+    padded.write_bytes(np.random.default_rng(0).integers(0, 255, 12 << 20, dtype=np.uint8).tobytes())
+    os.utime(padded, (1_600_000_000, 1_600_000_000))
+    before = files_signature(copy)
+    with open(padded, "r+b") as fh:
+        fh.seek(6 << 20)
+        b = fh.read(1)
+        fh.seek(6 << 20)
+        fh.write(bytes([b[0] ^ 1]))
+    os.utime(padded, (1_600_000_000, 1_600_000_000))  # same size, same mtime
+    assert files_signature(copy) != before
+    m = HFVLMAdapter(path=str(copy), cache_path=str(tmp_path / "r.sqlite"))
+    assert m.fingerprint()["files"] == files_signature(copy)
 
 
 def test_missing_or_wrong_path_is_a_clear_error(tmp_path):

@@ -102,9 +102,26 @@ def test_bad_bodies_become_error_responses(chat_server, fault, expect):
     assert out[1].error is None and out[1].text == "echo: fine | images=1"
 
 
-def test_empty_answer_is_a_response_not_an_error(chat_server):
-    out = _adapter(chat_server).generate([_req("say nothing [[empty]]")])[0]
-    assert out.error is None and out.text == ""
+@pytest.mark.parametrize("fault, expect", [
+    ("[[empty]]", "the answer is empty"), ("[[blank]]", "the answer is empty"),
+    ("[[null]]", "the answer is null"), ("[[object]]", "content is a JSON dict, not text"),
+    ("[[number]]", "content is a JSON int, not text"), ("[[imgparts]]", "the answer is empty"),
+])
+def test_empty_or_non_text_answer_is_an_error_never_cached(chat_server, tmp_path, fault, expect):
+    """Issue #19 item 9: an empty answer from an HTTP 200 was scored and cached; an object was
+    accepted through str()."""
+    a = _adapter(chat_server, cache=True, cache_path=str(tmp_path / "r.sqlite"))
+    out = a.generate([_req(f"say nothing {fault}", sid="s9")])[0]
+    assert out.text == "" and expect in out.error and "sample s9" in out.error and "HTTP 200" in out.error
+    assert len(a.cache) == 0  # not cached: a re-run asks again
+    b = _adapter(chat_server, cache=True, cache_path=str(tmp_path / "r.sqlite"))
+    b.generate([_req(f"say nothing {fault}", sid="s9")])
+    assert b.calls == 1
+
+
+def test_text_parts_are_joined(chat_server):
+    out = _adapter(chat_server).generate([_req("in parts [[parts]]")])[0]
+    assert out.error is None and out.text == "echo: in parts [[parts]] | images=1"
 
 
 def test_unreachable_server_names_the_url(tmp_path):
@@ -188,7 +205,8 @@ def test_cached_rerun_makes_no_http_call(chat_server, tmp_path):
     calls = a.calls
     b = _adapter(chat_server, cache=True, cache_path=str(tmp_path / "r.sqlite"))
     second = b.generate(reqs[:10])
-    assert b.calls == 0 and [r.text for r in second] == [r.text for r in first[:10]]
+    # no request is sent again; one one-token probe asks the server what it is now
+    assert b.calls == 0 and b.probes == 1 and [r.text for r in second] == [r.text for r in first[:10]]
     again = b.generate(reqs[10:])  # the failure was not cached: asked again
     assert b.calls == calls - 10 and again[0].error
     other = _adapter(chat_server, cache=True, cache_path=str(tmp_path / "r.sqlite"), model="m2")
