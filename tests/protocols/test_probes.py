@@ -246,8 +246,8 @@ def test_protocol_run_records_the_diagnosis_and_offers_clip_lbfgs(tmp_path, monk
     check = eva["protocol"]["info"]["0"]["probe_check"]
     assert check["probe"] == "eva" and check["learned"] is False and eva["protocol"]["probe_learned"] is False
     assert any("did not learn" in w for w in eva["warnings"])
-    clip = run_protocol(compose_config(["protocol=linear_probe", "protocol.options.probe=clip_lbfgs", *fast]),
-                        tmp_path / "clip").summary
+    clip = run_protocol(compose_config(["protocol=linear_probe", "protocol.options.probe=clip_lbfgs",
+                                        "protocol.options.clip_lbfgs.max_iter=50", *fast]), tmp_path / "clip").summary
     info = clip["protocol"]["info"]["0"]
     assert info["probe"] == "clip_lbfgs" and info["chosen_c"] in [c for c, _ in info["sweep"]]
     assert 7 <= len(info["sweep"]) <= 15 and "probe_check" in info
