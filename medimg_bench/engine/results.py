@@ -295,10 +295,8 @@ class Results:
         """Write the run directory (see module docstring); returns its path. A directory that
         already holds results (``summary.json`` or ``samples.parquet``) is refused with
         ``FileExistsError`` unless ``overwrite=True``, as the CLI refuses without ``overwrite=true``."""
-        from medimg_bench.engine.run_dir import RESULT_FILES
-
         run_dir = Path(run_dir)
-        held = [f for f in RESULT_FILES if (run_dir / f).exists()]
+        held = [f for f in ("summary.json", "samples.parquet") if (run_dir / f).exists()]  # run_dir.RESULT_FILES
         if held and not overwrite:
             raise FileExistsError(f"run directory {run_dir} already holds results ({', '.join(held)}); "
                                   "pass overwrite=True to replace it")

@@ -10,6 +10,7 @@ import torch
 from medimg_bench.metrics.agreement import AGREEMENT_STATS
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.seg_conventions import SEG_METRIC_NAMES
+from medimg_bench.metrics.sod_toolbox import SOD_MEASURES
 from medimg_bench.metrics.text.report_metrics import REPORT_NLG_COLUMNS
 from medimg_bench.metrics.text.vqa_metrics import VQA_COLUMNS
 from medimg_bench.metrics.video import PHASE_SUMMARY_NAMES
@@ -23,12 +24,14 @@ OUTPUTS = {
     "report_nlg": REPORT_NLG_COLUMNS,
     "agreement": AGREEMENT_STATS,
     "phase_metrics": PHASE_SUMMARY_NAMES,
+    "sod_toolbox": SOD_MEASURES,
 }
 
 LOWER_IS_BETTER = {
     ("hausdorff", "hausdorff"), ("hd95", "hd95"), ("assd", "assd"), ("masd", "masd"),
     ("segmentation", "hausdorff"), ("segmentation", "hd95"), ("segmentation", "assd"), ("segmentation", "masd"),
     ("nmse", "nmse"), ("ece", "ece"), ("vqa", "unparsed_rate"), ("agreement", "mae"), ("agreement", "rmse"),
+    ("sod_toolbox", "mae"),
 }
 SIGNED = {
     ("volume_difference", "volume_difference"), ("segmentation", "volume_difference"),
