@@ -8,6 +8,7 @@
     medimg-bench merge RUN_DIRS... --out DIR    merge the run directories of a sharded evaluation
     medimg-bench sweep MULTIRUN_DIR             one table of a multirun's run directories
     medimg-bench compare RUN_A RUN_B            paired comparison of two runs
+    medimg-bench report RUN_DIR [RUN_DIR ...]   a self-contained report.html (worst cases with pictures)
     medimg-bench reproduce CARD [k=v ...] | --list   run a published-baseline card
     medimg-bench version
 """
@@ -19,7 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_FAILED_SAMPLES"]
+
+#: exit code of a run that wrote its directory but scored no sample, or failed on more than
+#: ``max_failure_rate`` of them (1 is any other error)
+EXIT_FAILED_SAMPLES = 3
 
 # Subcommands that live in their own module: name -> (module, function taking argv, returning
 # the exit code). A new subcommand is one module plus one line here.
@@ -29,6 +34,7 @@ _SUBCOMMANDS = {
     "sweep": ("medimg_bench.runs.sweep", "cli_main"),
     "compare": ("medimg_bench.baselines.compare", "cli_main"),
     "reproduce": ("medimg_bench.baselines.reproduce", "cli_main"),
+    "report": ("medimg_bench.report.cli", "cli_main"),
 }
 
 
@@ -39,11 +45,18 @@ def _hydra_run(argv: Sequence[str]) -> int:
 
     from medimg_bench.resources import config_dir
     from medimg_bench.runs import run_config
+    from medimg_bench.runs.compose import check_overrides, resolve_aliases
 
-    error = _check_launcher(argv)
+    argv, notes = resolve_aliases(argv)
+    for note in notes:
+        print(f"medimg-bench run: {note}", file=sys.stderr)
+    error = _check_launcher(argv) or check_overrides(argv)
     if error:
         print(f"medimg-bench run: {error}", file=sys.stderr)
         return 2
+
+    verdicts: list[str] = []
+    errors: list[BaseException] = []
 
     def task_function(cfg: DictConfig) -> None:
         hc = HydraConfig.get()
@@ -51,8 +64,10 @@ def _hydra_run(argv: Sequence[str]) -> int:
         _redact_hydra_files(cfg, hc, out_dir)  # before anything else reads them
         run_dir = cfg.get("resume") or str(out_dir)
         try:
-            run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
-        except BaseException:
+            rate = _max_failure_rate(cfg)
+            results = run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
+        except BaseException as exc:
+            errors.append(exc)
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # a failed run leaves no folder
             raise
         from medimg_bench.engine.distributed import is_main_process
@@ -61,16 +76,57 @@ def _hydra_run(argv: Sequence[str]) -> int:
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # resumed elsewhere, or rank > 0
         if is_main_process():
             print(f"run directory: {run_dir}", flush=True)
+        verdict = _failure_verdict(results, rate)
+        if verdict:  # written and shown; the exit code tells a pipeline the run is not a success
+            verdicts.append(verdict)
+            raise _failed_samples_error()(verdict)
 
     saved = sys.argv
     sys.argv = ["medimg-bench", *argv]
     try:
         hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(task_function)()
     except SystemExit as exc:  # hydra exits 1 on an exception in the task function
-        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+        code = int(exc.code or 0) if isinstance(exc.code, int) else 1
+        return EXIT_FAILED_SAMPLES if code == 1 and verdicts and not errors else code
     finally:
         sys.argv = saved
     return 0
+
+
+def _failed_samples_error() -> type[Exception]:
+    """The error a run with too many failed samples raises: Hydra reports it by its message
+    alone, without a traceback (defined on use: Hydra is imported only by ``run``; a plain
+    function, which the submitit launchers can pickle with the task function)."""
+    from hydra.errors import CompactHydraException
+
+    class FailedSamples(CompactHydraException):
+        """The run directory is written, but too many of its samples failed."""
+
+    return FailedSamples
+
+
+def _max_failure_rate(cfg: Any) -> float:
+    """``max_failure_rate`` of the config (a fraction in [0, 1]; 1.0 when absent)."""
+    value = cfg.get("max_failure_rate", 1.0)
+    try:
+        rate = float(1.0 if value is None else value)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"max_failure_rate={value!r}: expected a fraction between 0 and 1 "
+                         "(e.g. 0.05; 1.0 fails only a run that scored no sample)")
+    return rate
+
+
+def _failure_verdict(results: Any, rate: float) -> str | None:
+    """Why a run (or each entry of a benchmark) failed too many samples, or None."""
+    entries = results.values() if isinstance(results, dict) else [results]
+    reports = [r.failure_report(rate) for r in entries if hasattr(r, "failure_report")]
+    reports = [r for r in reports if r]
+    if not reports:
+        return None
+    return ("medimg-bench run: the run directory is written, but\n" + "\n".join(reports)
+            + f"\n(exit {EXIT_FAILED_SAMPLES}; max_failure_rate=1.0 fails only a run that scored no sample)")
 
 
 def _is_hydra_only(path: Path) -> bool:
@@ -179,7 +235,7 @@ def _datasets(argv: Sequence[str]) -> int:
         "split and patient leakage between splits. Exit 0 ok, 1 problems, 2 invalid config.",
     )
     parser.add_argument("config", help="a name in configs/dataset/ or a path to a dataset .yaml")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. root=/data/nih")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. root=/data/nih or dataset.root=/data/nih")
     parser.add_argument("--no-pixels", action="store_true", help="only check the manifest and files")
     parser.add_argument("--max-samples", type=int, default=None, help="read at most N samples per split")
     parser.add_argument("--hash-images", action="store_true", help="also find identical image files across splits")
@@ -202,7 +258,9 @@ def _datasets(argv: Sequence[str]) -> int:
     if not path.exists():
         print(f"medimg-bench datasets check: no dataset config {args.config!r}", file=sys.stderr)
         return 2
-    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(args.overrides)))
+    # `dataset.root=` as `run` takes it, or `root=`: both name the dataset config's keys
+    dotlist = [o[len("dataset."):] if o.startswith("dataset.") else o for o in args.overrides]
+    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(dotlist))
     return run_check(
         OmegaConf.to_container(cfg, resolve=True), read_pixels=not args.no_pixels,
         max_samples=args.max_samples, hash_images=args.hash_images, num_workers=args.workers,

@@ -9,7 +9,10 @@ raises :class:`CardError` naming the file and the field.
 actually read from (URL, or repository + path and commit); ``source.note`` says anything the
 reader must know about that text (e.g. "values as quoted by <repo>, paper text not available
 here"). ``published_for`` (optional) maps card ``params`` to the value the published numbers
-belong to (``{flag: breastmnist}``).
+belong to (``{flag: breastmnist}``). ``published_by`` (optional) gives the published values of
+several settings: ``{param: {value: {metric: number, ..., read_from: text}}}`` (e.g. one Table 3
+column per MedMNIST flag); a setting not listed is measured without a verdict, and the metrics'
+own ``published`` may then be left out.
 
 ``variants`` (optional) makes one card of a published table whose rows are several runs (methods,
 classes): each variant has a ``name``, extra ``overrides`` (``{dataset.root}`` is replaced by the
@@ -31,6 +34,7 @@ __all__ = [
     "list_cards",
     "load_card",
     "missing_requirements",
+    "published_values",
     "validate_card",
 ]
 
@@ -73,24 +77,16 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
             raise _err(where, key, "must be a non-empty string")
     if card["status"] not in STATUSES:
         raise _err(where, "status", f"{card['status']!r} is not one of {STATUSES}")
-    src = card["source"]
-    if not isinstance(src, Mapping):
-        raise _err(where, "source", "must be a mapping")
-    for key in ("paper", "table"):
-        if not isinstance(src.get(key), str) or not src.get(key):
-            raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
-    for key in ("read_from", "note"):
-        if key in src and (not isinstance(src[key], str) or not src[key]):
-            raise _err(where, f"source.{key}", "must be a non-empty string when present")
-    if card["status"] == "ready" and not src.get("read_from"):
-        raise _err(where, "source.read_from", "a 'ready' card must say where its published values "
-                   "were read (URL or repository + path of the text, table and page)")
+    _validate_source(card, where)
     pfor = card.get("published_for")
     if pfor is not None:
         params = card.get("params") or {}
         if not isinstance(pfor, Mapping) or not pfor or not all(k in params for k in pfor):
             raise _err(where, "published_for", "must map card params to the value the published "
                        f"numbers are for (params: {sorted(params)})")
+    by = card.get("published_by")
+    if by is not None:
+        _validate_published_by(by, card, where)
     for key in ("dataset", "model"):
         if not isinstance(card[key], Mapping) or not card[key].get("name"):
             raise _err(where, f"{key}.name", "missing")
@@ -118,35 +114,8 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
         _validate_variants(variants, {m.get("metric") for m in mets if isinstance(m, Mapping)}, where)
     any_null = False
     for i, m in enumerate(mets):
-        f = f"metrics[{i}]"
-        if not isinstance(m, Mapping):
-            raise _err(where, f, "must be a mapping")
-        for key in ("metric", "convention"):
-            if not isinstance(m.get(key), str) or not m.get(key):
-                raise _err(where, f"{f}.{key}", "missing")
-        pub = m.get("published")
-        if variants is not None and pub is None:
-            pass  # the variants carry the published values
-        elif isinstance(pub, Mapping):
-            if not pub or not all(_num_or_null(v) for v in pub.values()):
-                raise _err(where, f"{f}.published", "per-class values must be numbers or null")
-            any_null |= any(v is None for v in pub.values())
-        elif _num_or_null(pub):
-            any_null |= pub is None
-        else:
-            raise _err(where, f"{f}.published", "must be a number, null or {class: number}")
-        rule = m.get("rule", "ci")
-        if rule not in _RULES:
-            raise _err(where, f"{f}.rule", f"{rule!r} is not one of {_RULES}")
-        if rule == "abs_tol":
-            tol = m.get("tolerance")
-            if not isinstance(tol, int | float) or isinstance(tol, bool) or tol < 0:
-                raise _err(where, f"{f}.tolerance", "abs_tol needs a tolerance >= 0")
-            if not m.get("tolerance_reason"):
-                raise _err(where, f"{f}.tolerance_reason", "say why the tolerance is this wide")
-        scale = m.get("scale", 1.0)
-        if not isinstance(scale, int | float) or scale <= 0:
-            raise _err(where, f"{f}.scale", "must be a positive number (100 for percentages)")
+        any_null |= _validate_metric(m, f"metrics[{i}]", where,
+                                     values_elsewhere=by is not None or variants is not None)
     if any_null and card["status"] == "ready":
         raise _err(where, "status", "a card with null published values cannot be 'ready' "
                    "(use needs_source)")
@@ -178,6 +147,110 @@ def _validate_variants(variants: Any, metric_names: set[Any], where: str) -> Non
         unknown = sorted(set(pub) - metric_names)
         if unknown:
             raise _err(where, f"{f}.published", f"metrics {unknown} are not in the card's metrics")
+
+
+def _validate_source(card: Mapping[str, Any], where: str) -> None:
+    src = card["source"]
+    if not isinstance(src, Mapping):
+        raise _err(where, "source", "must be a mapping")
+    for key in ("paper", "table"):
+        if not isinstance(src.get(key), str) or not src.get(key):
+            raise _err(where, f"source.{key}", "missing (cite the paper and its table/figure)")
+    for key in ("read_from", "note"):
+        if key in src and (not isinstance(src[key], str) or not src[key]):
+            raise _err(where, f"source.{key}", "must be a non-empty string when present")
+    if card["status"] == "ready" and not src.get("read_from"):
+        raise _err(where, "source.read_from", "a 'ready' card must say where its published values "
+                   "were read (URL or repository + path of the text, table and page)")
+
+
+def _validate_metric(m: Any, f: str, where: str, *, values_elsewhere: bool) -> bool:
+    """Check one ``metrics[i]`` entry; returns whether it holds a null published value."""
+    if not isinstance(m, Mapping):
+        raise _err(where, f, "must be a mapping")
+    for key in ("metric", "convention"):
+        if not isinstance(m.get(key), str) or not m.get(key):
+            raise _err(where, f"{f}.{key}", "missing")
+    pub, any_null = m.get("published"), False
+    if values_elsewhere and pub is None:
+        pass  # the values are in published_by
+    elif isinstance(pub, Mapping):
+        if not pub or not all(_num_or_null(v) for v in pub.values()):
+            raise _err(where, f"{f}.published", "per-class values must be numbers or null")
+        any_null = any(v is None for v in pub.values())
+    elif _num_or_null(pub):
+        any_null = pub is None
+    else:
+        raise _err(where, f"{f}.published", "must be a number, null or {class: number}")
+    rule = m.get("rule", "ci")
+    if rule not in _RULES:
+        raise _err(where, f"{f}.rule", f"{rule!r} is not one of {_RULES}")
+    if rule == "abs_tol":
+        tol = m.get("tolerance")
+        if not isinstance(tol, int | float) or isinstance(tol, bool) or tol < 0:
+            raise _err(where, f"{f}.tolerance", "abs_tol needs a tolerance >= 0")
+        if not m.get("tolerance_reason"):
+            raise _err(where, f"{f}.tolerance_reason", "say why the tolerance is this wide")
+    scale = m.get("scale", 1.0)
+    if not isinstance(scale, int | float) or scale <= 0:
+        raise _err(where, f"{f}.scale", "must be a positive number (100 for percentages)")
+    return any_null
+
+
+def _validate_published_by(by: Any, card: Mapping[str, Any], where: str) -> None:
+    params = card.get("params") or {}
+    metric_names = {m.get("metric") for m in card.get("metrics") or [] if isinstance(m, Mapping)}
+    if not isinstance(by, Mapping) or not by or not all(k in params for k in by):
+        raise _err(where, "published_by", f"must map card params ({sorted(params)}) to their values")
+    for param, table in by.items():
+        if not isinstance(table, Mapping) or not table:
+            raise _err(where, f"published_by.{param}", "must map each value of the param to its metrics")
+        for value, cells in table.items():
+            f = f"published_by.{param}.{value}"
+            if not isinstance(cells, Mapping) or not cells:
+                raise _err(where, f, "must map metric names to numbers")
+            nums = {k: v for k, v in cells.items() if k != "read_from"}
+            unknown = sorted(set(nums) - metric_names)
+            if unknown:
+                raise _err(where, f, f"metrics {unknown} are not in the card's metrics")
+            if not nums or not all(_num_or_null(v) and v is not None for v in nums.values()):
+                raise _err(where, f, "published values must be numbers (leave a value out when not read)")
+            if "read_from" in cells and (not isinstance(cells["read_from"], str) or not cells["read_from"]):
+                raise _err(where, f"{f}.read_from", "must be a non-empty string when present")
+
+
+def published_values(card: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The card with each metric's ``published`` set for ``params`` (from ``published_by`` or,
+    for ``published_for``, kept or emptied) and a note when these params have no published
+    values (measured, never judged against another setting's numbers); ``(card, None)``
+    otherwise."""
+    by = card.get("published_by")
+    if by is not None:
+        picked = {m["metric"]: None for m in card["metrics"]}
+        missing = []
+        for param, table in by.items():
+            cells = table.get(str(params.get(param)))
+            if cells is None:
+                missing.append(f"{param}={params.get(param)}")
+                continue
+            picked.update({k: v for k, v in cells.items() if k != "read_from"})
+        if missing:
+            picked = dict.fromkeys(picked)
+        mets = [{**m, "published": {"mean": picked.get(m["metric"])}} for m in card["metrics"]]
+        note = None
+        if missing or all(v is None for v in picked.values()):
+            have = "; ".join(f"{p}: {', '.join(map(str, t))}" for p, t in by.items())
+            note = (f"note: {card['name']}: published values exist for {have} only; "
+                    f"{', '.join(missing)} is measured without a verdict")
+        return {**card, "metrics": mets}, note
+    other = {k: params.get(k) for k, v in (card.get("published_for") or {}).items()
+             if str(params.get(k)) != str(v)}
+    if not other:
+        return dict(card), None
+    want = ", ".join(f"{k}={v}" for k, v in card["published_for"].items())
+    got = ", ".join(f"{k}={v}" for k, v in other.items())
+    note = f"note: {card['name']}: the published values are for {want} only; {got} is measured without a verdict"
+    return {**card, "metrics": [{**m, "published": {"mean": None}} for m in card["metrics"]]}, note
 
 
 def load_card(name_or_path: str | Path) -> dict[str, Any]:

@@ -37,10 +37,15 @@ def _fill(text: str, params: Mapping[str, str]) -> str:
 
 
 def check_dataset_root(card: Mapping[str, Any], root: str | Path,
-                       params: Mapping[str, str] | None = None) -> None:
+                       params: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Refuse a dataset root that does not match the card's ``dataset.expected`` (files present,
     sample counts per split of a MedMNIST ``.npz``). Raises :class:`CardError` naming what
-    differs; returns None when it matches."""
+    differs; returns what is known of the data files (for a MedMNIST ``.npz``: its MD5, whether
+    it is an official file and of which release; a file that is not warns, naming both MD5s).
+
+    Split sizes come from the card's ``counts`` (per split, or per ``flag``) or, for a flag the
+    card does not list, from the MedMNIST release the file belongs to (the newest when its MD5
+    is not an official one)."""
     exp = card["dataset"].get("expected") or {}
     params = dict(params or {})
     root = Path(root)
@@ -51,22 +56,58 @@ def check_dataset_root(card: Mapping[str, Any], root: str | Path,
         if not (root / f).exists():
             raise CardError(f"{card['name']}: dataset root {root} lacks {f} (the card expects "
                             f"{exp.get('files')})")
-    counts = exp.get("counts") or {}
-    if isinstance(counts, Mapping) and params.get("flag") in counts:
-        counts = counts[params["flag"]]
     npz = exp.get("npz")
-    if npz and counts:
-        from medimg_bench.datasets.medmnist import npz_member
+    if not npz:
+        return []
+    path = root / _fill(npz, params)
+    files: list[dict[str, Any]] = []
+    expected_from = "the card expects"
+    counts = exp.get("counts") or {}
+    if isinstance(counts, Mapping) and counts and not set(counts) <= {"train", "val", "test"}:
+        counts = counts.get(params.get("flag")) or {}  # per flag; a flag not listed: the release's
+    if card["dataset"].get("name") == "medmnist" or exp.get("release") == "medmnist":
+        check = _medmnist_file(card, path, params)
+        files.append(check.as_dict())
+        if not counts:
+            from medimg_bench.datasets.medmnist.release import split_sizes
 
-        path = root / _fill(npz, params)
-        for split, n in counts.items():
-            try:
-                got = len(npz_member(path, f"{split}_labels", mmap=False))
-            except (KeyError, ValueError, OSError) as exc:
-                raise CardError(f"{card['name']}: {path}: cannot read {split}_labels: {exc}") from exc
-            if got != int(n):
-                raise CardError(f"{card['name']}: {path}: the {split} split has {got} images, the "
-                                f"card expects {n} (not the published dataset/split)")
+            release = check.release or "v3"
+            counts = split_sizes(check.flag, release=release)
+            expected_from = f"the official {check.flag} file (MedMNIST {release}) has"
+    for split, n in counts.items():
+        try:
+            got = len(_npz_member(path, f"{split}_labels"))
+        except (KeyError, ValueError, OSError) as exc:
+            raise CardError(f"{card['name']}: {path}: cannot read {split}_labels: {exc}") from exc
+        if got != int(n):
+            raise CardError(f"{card['name']}: {path}: the {split} split has {got} images, "
+                            f"{expected_from} {n} (not the published dataset/split)")
+    return files
+
+
+def _npz_member(path: Path, key: str) -> Any:
+    from medimg_bench.datasets.medmnist import npz_member
+
+    return npz_member(path, key, mmap=False)
+
+
+def _medmnist_file(card: Mapping[str, Any], path: Path, params: Mapping[str, str]) -> Any:
+    """The :class:`FileCheck` of a MedMNIST file (flag from the card's params or the name)."""
+    import warnings
+
+    from medimg_bench.datasets.medmnist.release import identify_file, parse_file_name
+
+    try:
+        flag, size = parse_file_name(path.name)
+    except ValueError as exc:
+        raise CardError(f"{card['name']}: {path}: {exc}") from exc
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check = identify_file(path, flag=params.get("flag", flag), size=size, warn=False)
+    if not check.official:
+        warnings.warn(f"{card['name']}: {check.message()}", stacklevel=3)
+        print(f"warning: {check.message()}")
+    return check
 
 
 def _measured(summary: Mapping[str, Any], metric: str, cls: str | None) -> dict[str, Any] | None:
@@ -120,13 +161,17 @@ def _fmt(v: Any) -> str:
 
 
 def _table(rows: Sequence[Mapping[str, Any]]) -> str:
-    head = f"{'metric':<19}{'class':<30}{'published':>10}{'measured':>10}{'95% CI':>20}" \
+    head = f"{'metric':<19}{'class':<30}{'published':>10}{'measured':>18}{'95% CI':>20}" \
            f"{'delta':>9}  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
         ci = "-" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+        meas = _fmt(r["measured"]) + (f" ± {r['sd']:.4f}" if r.get("sd") is not None else "")
         lines.append(f"{r['metric']:<19}{str(r['class'])[:29]:<30}{_fmt(r['published']):>10}"
-                     f"{_fmt(r['measured']):>10}{ci:>20}{_fmt(r['delta']):>9}  {r['verdict']}")
+                     f"{meas:>18}{ci:>20}{_fmt(r['delta']):>9}  {r['verdict']}")
+        if r.get("per_seed"):
+            lines.append(" " * 49 + "seeds: " + ", ".join(
+                f"{p['seed']}: {_fmt(p['value'])}" for p in r["per_seed"]))
     return "\n".join(lines)
 
 
@@ -154,15 +199,7 @@ def _plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
-              run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Run ``card`` (name, path or loaded card) with extra ``overrides``; returns the
-    ``reproduce.json`` content (rows, run directory, card name). Refuses cards whose source
-    values are missing (``needs_source``), whose required pieces are absent, or whose dataset
-    root does not match the card."""
-    from medimg_bench.runs import compose_config, run_config
-
-    card = dict(card) if isinstance(card, Mapping) else load_card(card)
+def _refuse_early(card: Mapping[str, Any]) -> None:
     name = card["name"]
     if card["status"] == "needs_source":
         raise CardError(f"{name}: refused: status needs_source - the published values have not "
@@ -170,43 +207,75 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     missing = missing_requirements(card)
     if missing:
         raise CardError(f"{name}: refused: needs pieces not available here: {', '.join(missing)}")
+
+
+def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
+              run_dir: str | Path | None = None, seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """Run ``card`` (name, path or loaded card) with extra ``overrides``; returns the
+    ``reproduce.json`` content (rows, run directory, card name, departures from the card, data
+    files). Refuses cards whose source values are missing (``needs_source``), whose required
+    pieces are absent, or whose dataset root does not match the card.
+
+    ``seeds``: one run per training seed into ``run_dir/seed=<s>`` (a finished run of the same
+    config there is reused, not retrained) and a verdict on the mean over seeds (see
+    :mod:`medimg_bench.baselines.seeds`). Overrides that change what the card fixes are listed
+    as ``departures`` and the rows say ``recipe changed`` instead of a verdict."""
+    from medimg_bench.baselines.cards import published_values
+    from medimg_bench.baselines.departures import describe, recipe_departures
+
+    card = dict(card) if isinstance(card, Mapping) else load_card(card)
+    name = card["name"]
+    _refuse_early(card)
     params, extra = _params(card, overrides)
-    other = {k: params.get(k) for k, v in (card.get("published_for") or {}).items()
-             if str(params.get(k)) != str(v)}
-    if other:
-        # measured, never judged against numbers published for another setting
-        want = ", ".join(f"{k}={v}" for k, v in card["published_for"].items())
-        got = ", ".join(f"{k}={v}" for k, v in other.items())
-        print(f"note: {name}: the published values are for {want} only; {got} is measured "
-              "without a verdict")
-        card = {**card, "metrics": [{**m, "published": {"mean": None}} for m in card["metrics"]]}
-    ovs = [_fill(o, params) for o in card.get("overrides", [])] + list(extra)
+    card, note = published_values(card, params)
+    if note:  # measured, never judged against numbers published for another setting
+        print(note)
+    card_ovs = [_fill(o, params) for o in card.get("overrides", [])]
+    ovs = card_ovs + list(extra)
     roots = [o.split("=", 1)[1] for o in ovs if o.startswith("dataset.root=")]
     if not roots or roots[-1] in ("???", ""):
         raise CardError(f"{name}: set dataset.root=... ({card['needs']['data']})")
-    check_dataset_root(card, roots[-1], params)
+    files = check_dataset_root(card, roots[-1], params)
     if card["model"]["weights"] == "user_checkpoint" and not any(
             o.startswith("model.options.checkpoint=") for o in ovs):
         raise CardError(f"{name}: set model.options.checkpoint=... ({card['needs'].get('weights')})")
+    departures = recipe_departures(card_ovs, [o for o in extra if not o.startswith("variant=")])
+    if departures:
+        print(f"note: {name}: {describe(departures)} - measured, no verdict")
     if run_dir is None:
         import time
 
         run_dir = Path("runs") / "reproduce" / f"{time.strftime('%Y%m%d-%H%M%S')}_{name}"
     run_dir = Path(run_dir)
     if card.get("variants"):
+        if seeds is not None:
+            raise CardError(f"{name}: --seeds trains the card once per seed; this card scores stored "
+                            "predictions of several methods (its variants), which no seed changes")
+        runs: list[dict[str, Any]] = []
         rows = _run_variants(card, ovs, roots[-1], run_dir)
+    elif seeds is None:
+        runs = [_run_once(ovs, run_dir, files)]
+        rows = verdict_rows(card, runs[0]["summary"])
     else:
-        cfg = compose_config(ovs)
-        run_config(cfg, run_dir)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rows = verdict_rows(card, summary)
-    judged = [r for r in rows if r["published"] is not None]
+        runs = _run_seeds(ovs, run_dir, files, list(seeds))
+        from medimg_bench.baselines.seeds import combine_seeds
+
+        combined = combine_seeds([r["summary"] for r in runs], list(seeds))
+        rows = [_with_seed_stats(r, combined) for r in verdict_rows(card, combined)]
+    for r in rows:
+        if departures and r["verdict"] in ("reproduced", "not reproduced"):
+            r["verdict"] = "recipe changed"
+    judged = [r for r in rows if r["verdict"] in ("reproduced", "not reproduced")]
     out = {"card": name, "params": params, "run_dir": str(run_dir), "rows": rows,
-           "source": card["source"],
+           "source": card["source"], "departures": departures, "data_files": files,
+           "seeds": None if seeds is None else list(seeds),
+           "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
            "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None}
     (run_dir / "reproduce.json").write_text(json.dumps(out, indent=2))
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
+    if departures:
+        print(describe(departures))
     return out
 
 
@@ -238,6 +307,85 @@ def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
     return rows
 
 
+def _with_seed_stats(row: dict[str, Any], combined: Mapping[str, Any]) -> dict[str, Any]:
+    """A verdict row of the mean over seeds with its ``sd``, half-widths and ``per_seed``."""
+    m = combined["metrics"].get(row["metric"], {})
+    e = m.get("mean") if row["class"] in ("mean", "macro") else m.get("per_class", {}).get(row["class"])
+    if isinstance(e, Mapping):
+        row.update({k: e[k] for k in ("sd", "h_seed", "h_test", "per_seed")})
+    return row
+
+
+def _run_once(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    from medimg_bench.runs import compose_config, run_config
+
+    run_config(compose_config(list(ovs)), run_dir)
+    _record_files(run_dir, files)
+    return _run_info(run_dir, None)
+
+
+def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, Any]],
+               seeds: list[int]) -> list[dict[str, Any]]:
+    """One run per seed into ``run_dir/seed=<s>``; a finished run there with the same config is
+    reused (refused when its config differs), an unfinished one is started again."""
+    from medimg_bench.runs import compose_config, run_config
+    from medimg_bench.runs.compose import plain
+
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise CardError(f"--seeds: give distinct seeds, got {seeds}")
+    out = []
+    for s in seeds:
+        sdir = run_dir / f"seed={s}"
+        cfg = compose_config([*ovs, f"seed={s}"])
+        if (sdir / "summary.json").is_file():
+            _same_config(sdir, plain(cfg))
+            print(f"seed={s}: {sdir} is finished; reused, not retrained")
+        else:
+            if sdir.exists() and any(sdir.iterdir()):
+                cfg = compose_config([*ovs, f"seed={s}", "overwrite=true"])  # an interrupted run
+            print(f"seed={s}: training into {sdir}", flush=True)
+            run_config(cfg, sdir)
+        _record_files(sdir, files)
+        out.append(_run_info(sdir, s))
+    return out
+
+
+def _same_config(run_dir: Path, cfg: Mapping[str, Any]) -> None:
+    from medimg_bench.baselines.departures import NEUTRAL_KEYS, _flat
+
+    saved = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
+    a, b = _flat(saved), _flat(dict(cfg))
+    diffs = [f"{k}: saved {a.get(k)!r}, now {b.get(k)!r}" for k in sorted(set(a) | set(b))
+             if a.get(k) != b.get(k) and not any(k == n or k.startswith(n + ".") for n in NEUTRAL_KEYS)
+             and not k.startswith("hydra")]
+    if diffs:
+        raise CardError(f"{run_dir} holds a finished run of another config ({'; '.join(diffs[:5])}); "
+                        "use another --run-dir or remove it")
+
+
+def _run_info(run_dir: Path, seed: int | None) -> dict[str, Any]:
+    """The run's summary, and what the table needs of its manifest (times, kept epoch)."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    man = json.loads((run_dir / "manifest.json").read_text())
+    tr = man.get("training") or {}
+    return {"seed": seed, "run_dir": str(run_dir), "summary": summary,
+            "train_s": tr.get("seconds"), "eval_s": man.get("wall_time_s"),
+            "best_epoch": tr.get("best_epoch"), "device": man.get("device")}
+
+
+def _record_files(run_dir: Path, files: Sequence[Mapping[str, Any]]) -> None:
+    """Add the data files' MD5 / official status to the run's ``manifest.json``."""
+    if not files:
+        return
+    from medimg_bench._fs import atomic_write
+
+    path = run_dir / "manifest.json"
+    man = json.loads(path.read_text())
+    man.setdefault("dataset", {})["files"] = [dict(f) for f in files]
+    with atomic_write(path) as f:
+        f.write(json.dumps(man, indent=2, default=str).encode())
+
+
 def _list() -> str:
     lines = [f"{'card':<34}{'status':<14}{'weights':<17}{'gpu h':>6}{'cpu min':>8}  data"]
     for n in list_cards():
@@ -259,24 +407,28 @@ def _list() -> str:
 
 
 def cli_main(argv: list[str]) -> int:
-    """``medimg-bench reproduce CARD [key=value ...] [--run-dir DIR] | --list``; returns the exit
-    code (0 reproduced or listed, 1 not reproduced, 2 refused)."""
+    """``medimg-bench reproduce CARD [key=value ...] [--run-dir DIR] [--seeds 0,1,2] | --list``;
+    returns the exit code (0 reproduced, listed or measured without a verdict, 1 not
+    reproduced, 2 refused)."""
     ap = argparse.ArgumentParser(prog="medimg-bench reproduce")
     ap.add_argument("card", nargs="?")
     ap.add_argument("overrides", nargs="*")
     ap.add_argument("--list", action="store_true", help="list the cards and what each needs")
     ap.add_argument("--run-dir", default=None)
+    ap.add_argument("--seeds", default=None, help="comma-separated training seeds: one run each, a verdict "
+                    "on the mean (interval: spread between seeds + test-set sampling)")
     a = ap.parse_intermixed_args(argv)  # overrides may come before and after --run-dir
     if a.list or not a.card:
         print(_list())
         return 0
     try:
+        seeds = _parse_seeds(a.seeds)
         card = load_card(a.card)
         runs = sweep_overrides(card, a.overrides)
         outs = []
         for label, ovs in runs:
             run_dir = None if a.run_dir is None else (Path(a.run_dir) / label if label else a.run_dir)
-            outs.append(reproduce(card, ovs, run_dir=run_dir))
+            outs.append(reproduce(card, ovs, run_dir=run_dir, seeds=seeds))
     except CardError as exc:
         print(f"error: {exc}")
         return 2
@@ -285,6 +437,18 @@ def cli_main(argv: list[str]) -> int:
     if len(outs) > 1:
         print(_sweep_table(outs))
     return 1 if any(o["reproduced"] is False for o in outs) else 0
+
+
+def _parse_seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise CardError(f"--seeds {text!r}: expected comma-separated integers, e.g. 0,1,2") from exc
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise CardError(f"--seeds {text!r}: expected distinct comma-separated integers, e.g. 0,1,2")
+    return seeds
 
 
 def sweep_overrides(card: Mapping[str, Any], overrides: Sequence[str]) -> list[tuple[str, list[str]]]:

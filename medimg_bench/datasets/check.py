@@ -250,6 +250,12 @@ def _sample_labels(ds: Any, sample: Mapping[str, Any], counts: Counter[str]) -> 
             problems.append(problem)
         else:
             counts[name] += 1
+    elif getattr(ds, "task", None) == "regression" and isinstance(label, (torch.Tensor, np.ndarray)):
+        vec = torch.as_tensor(label, dtype=torch.float64)  # real-valued targets (hest1k expression)
+        if classes is not None and vec.shape[-1:] != (len(classes),):
+            problems.append(f"target has shape {tuple(vec.shape)} for {len(classes)} outputs")
+        if not torch.isfinite(vec).all():
+            problems.append("target has NaN or infinite values")
     elif isinstance(label, (torch.Tensor, np.ndarray)) and label.ndim == 1:
         vec = torch.as_tensor(label, dtype=torch.float64)
         if classes is not None and len(vec) != len(classes):

@@ -11,6 +11,10 @@ Each part is written to a temporary name and renamed atomically, and read back w
 arbitrary objects. Every part carries the run's key (dataset fingerprint, task, model
 fingerprint — architecture, options and weights hash —, metrics, AMP, shard): a checkpoint of
 another run is an error that names each field that differs, with the saved and the current value.
+
+A run that resumes with ``retry_failed`` (a finished run's failed samples, predicted again)
+writes the ids it takes back into its next part (``retry``): reading the parts, their earlier
+``done`` entries and failure records are dropped there, so the parts stay append-only.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +31,10 @@ import torch
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
 
-__all__ = ["Checkpoint", "restore_metrics", "key_differences", "has_checkpoint", "remove_checkpoint"]
+__all__ = ["Checkpoint", "restore_metrics", "key_differences", "has_checkpoint", "remove_checkpoint", "read_part"]
 
-VERSION = 2
+VERSION = 3
+_READABLE = (2, 3)  # version 3 added the optional ``retry`` entry
 _PART = re.compile(r"^part-(\d{6})\.pt$")
 
 
@@ -47,7 +52,7 @@ _SEP = "\x1f"  # ASCII unit separator
 def _pack(values: list[Any]) -> Any:
     """A list of strings as one joined string (pickling one object, not thousands); other lists
     as they are. ``_unpack`` reverses it."""
-    if values and all(type(v) is str for v in values):
+    if values and set(map(type, values)) == {str}:
         joined = _SEP.join(values)
         if joined.count(_SEP) == len(values) - 1:  # no value contains the separator
             return {"strs": joined, "n": len(values)}
@@ -65,6 +70,11 @@ def _unpack(value: Any) -> Any:
 def _pack_items(items: list[Any]) -> Any:
     """Per-batch tensors of one state as one tensor plus the split sizes (lossless: ``_unpack``
     gives back the same items), strings as one string, anything else as it is."""
+    if items and type(items[0]) is str:
+        packed = _pack(items)
+        if not isinstance(packed, list):
+            return packed
+    items = _cpu(items)
     if (len(items) > 1 and all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in items)
             and len({(t.dtype, tuple(t.shape[1:])) for t in items}) == 1):
         return {"cat": torch.cat(items), "sizes": [int(t.shape[0]) for t in items]}
@@ -97,6 +107,11 @@ def key_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[st
     return diffs
 
 
+def read_part(path: str | Path) -> Any:
+    """One part as it was saved (``weights_only``: tensors, strings, numbers, lists, dicts)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def has_checkpoint(path: str | Path) -> bool:
     """True when ``path`` holds at least one saved part (of any rank)."""
     path = Path(path)
@@ -115,17 +130,29 @@ def remove_checkpoint(path: str | Path) -> None:
 class Checkpoint:
     """The checkpoint of one process of one run, in ``root`` (see the module docstring)."""
 
-    def __init__(self, root: str | Path, *, key: Mapping[str, Any], rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, root: str | Path, *, key: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
+                 rank: int = 0, world_size: int = 1) -> None:
         self.root = Path(root)
-        from medimg_bench.engine.results import redact_secrets
-
-        self.key = redact_secrets({**dict(key), "world_size": world_size, "rank": rank})
+        self._key_source = key  # a callable is called when the key is first needed
+        self._key: dict[str, Any] | None = None
         self.rank, self.world_size = rank, world_size
         self.dir = self.root / f"rank{rank}-of-{world_size}" if world_size > 1 else self.root
         self._n_part = 0
         self._saved: dict[str, int] = {"done": 0, "records": 0, "failures": 0}
         self._cat: dict[tuple[str, str], tuple[int, int, int]] = {}  # (len, id(list), id(last))
         self._segment: dict[str, Any] = {}
+        self._retry: list[str] = []
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """The run's key (secrets redacted), computed once: only a resume that finds parts or a
+        save needs it, so a run that never saves does not hash its data and weights for it."""
+        if self._key is None:
+            from medimg_bench.engine.results import redact_secrets
+
+            source = self._key_source() if callable(self._key_source) else self._key_source
+            self._key = redact_secrets({**dict(source), "world_size": self.world_size, "rank": self.rank})
+        return self._key
 
     # -- reading --------------------------------------------------------------------------------
     def _check_layout(self) -> None:
@@ -158,45 +185,40 @@ class Checkpoint:
         parts = sorted(p for p in self.dir.iterdir() if _PART.match(p.name))
         if not parts:
             return None
-        done: list[str] = []
-        chunks: list[dict[str, Any]] = []
-        failures: list[dict[str, Any]] = []
-        metrics: dict[str, dict[str, Any]] = {}
-        segments: dict[int, dict[str, Any]] = {}
+        acc = _Parts()
         for part in parts:
-            try:
-                state = torch.load(part, map_location="cpu", weights_only=True)
-            except Exception as exc:
-                raise ValueError(f"checkpoint part {str(part)!r} cannot be read safely: {exc}") from exc
-            if not isinstance(state, dict) or state.get("version") != VERSION:
-                found = state.get("version") if isinstance(state, dict) else type(state).__name__
-                raise ValueError(f"checkpoint part {str(part)!r} has version {found}, expected {VERSION}")
-            if state["key"] != self.key:
-                diffs = key_differences(state["key"], self.key)
-                raise ValueError(
-                    f"checkpoint {str(self.dir)!r} belongs to another run; fields that differ: "
-                    + "; ".join(diffs) + ". Resume with the same model, weights, options and data, "
-                    "or delete the checkpoint (or pass overwrite=true) to start over"
-                )
-            done.extend(_unpack(state["done"]))
-            chunks.extend({k: _unpack(v) for k, v in c.items()} for c in state["records"])
-            failures.extend(state["failures"])
-            for name, states in state["metrics"].items():
-                mine = metrics.setdefault(name, {})
-                for s, entry in states.items():
-                    kind, value = entry
-                    value = _unpack(value)
-                    if kind == "append":
-                        mine.setdefault(s, []).extend(value)
-                    else:  # "replace": a full list, or a fixed-size state
-                        mine[s] = list(value) if isinstance(value, list) else value
-            seg = state["segment"]
-            segments[int(seg["index"])] = seg
+            acc.add(self._read_checked(part))
             self._n_part = int(_PART.match(part.name).group(1))  # type: ignore[union-attr]
-        return {"done": done, "records": Records.from_state(chunks), "failures": failures,
-                "metrics": metrics, "segments": [segments[i] for i in sorted(segments)]}
+        return acc.result()
+
+    def _read_checked(self, part: Path) -> dict[str, Any]:
+        """One part, read safely; ``ValueError`` for another version or another run's key."""
+        try:
+            state = read_part(part)
+        except Exception as exc:
+            raise ValueError(f"checkpoint part {str(part)!r} cannot be read safely: {exc}") from exc
+        if not isinstance(state, dict) or state.get("version") not in _READABLE:
+            found = state.get("version") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"checkpoint part {str(part)!r} has version {found}, expected {VERSION}")
+        if state["key"] != self.key:
+            diffs = key_differences(state["key"], self.key)
+            raise ValueError(
+                f"checkpoint {str(self.dir)!r} belongs to another run; fields that differ: "
+                + "; ".join(diffs) + ". Resume with the same model, weights, options and data, "
+                "or delete the checkpoint (or pass overwrite=true) to start over"
+            )
+        return state
 
     # -- writing --------------------------------------------------------------------------------
+    def has_unsaved(self, done: Sequence[str]) -> bool:
+        """True when ``done`` holds samples the parts on disk do not (or none was saved)."""
+        return self._n_part == 0 or len(done) != self._saved["done"] or bool(self._retry)
+
+    def drop_on_next_save(self, ids: Sequence[str]) -> None:
+        """Samples whose earlier outcome (in the parts on disk) the next save declares void:
+        they are being predicted again."""
+        self._retry.extend(ids)
+
     def begin_segment(self, start_time: str, *, index: int) -> None:
         """Start a new segment (one process lifetime) of the run."""
         self._segment = {"index": index, "start_time": start_time}
@@ -213,6 +235,7 @@ class Checkpoint:
                     self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
 
     def _metric_delta(self, name: str, metric: Metric) -> dict[str, Any]:
+        """``{state: ("append", new items) or ("replace", value)}`` since the last save."""
         out: dict[str, Any] = {}
         for s, red in metric._reductions.items():
             value = getattr(metric, s)
@@ -220,7 +243,7 @@ class Checkpoint:
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
                 appended = (list_id == id(value) and len(value) >= n0
                             and (n0 == 0 or id(value[n0 - 1]) == last_id))
-                items = _pack_items(_cpu(value[n0:] if appended else list(value)))
+                items = _pack_items(value[n0:] if appended else list(value))
                 out[s] = ("append" if appended else "replace", items)
                 self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
             else:
@@ -237,7 +260,8 @@ class Checkpoint:
         elapsed_s: float,
     ) -> Path:
         """Append what is new since the last save as one part; returns its path."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self._n_part:
+            self.dir.mkdir(parents=True, exist_ok=True)
         state = {
             "version": VERSION,
             "key": self.key,
@@ -248,12 +272,15 @@ class Checkpoint:
             "failures": [dict(f) for f in failures[self._saved["failures"]:]],
             "metrics": {name: self._metric_delta(name, m) for name, m in metrics.items()},
         }
+        if self._retry:
+            state["retry"] = _pack(list(self._retry))
         self._n_part += 1
         path = self.dir / f"part-{self._n_part:06d}.pt"
         tmp = self.dir / f".part-{self._n_part:06d}.{os.getpid()}.tmp"
         torch.save(state, tmp)
         os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
+        self._retry = []
         return path
 
 
@@ -263,6 +290,40 @@ def _joined(records: Records, start: int) -> Records:
     if len(new) > 1 and len({tuple(c) for c in new}) == 1:
         return Records([Records(new).columns()])
     return Records(new)
+
+
+class _Parts:
+    """The parts of a checkpoint read in order, joined into one saved state."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.chunks: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self.metrics: dict[str, dict[str, Any]] = {}
+        self.segments: dict[int, dict[str, Any]] = {}
+
+    def add(self, state: Mapping[str, Any]) -> None:
+        again = set(_unpack(state.get("retry") or []))
+        if again:  # samples predicted again (retry_failed): their earlier outcome is void
+            self.done = [sid for sid in self.done if sid not in again]
+            self.failures = [f for f in self.failures if f["id"] not in again]
+        self.done.extend(_unpack(state["done"]))
+        self.chunks.extend({k: _unpack(v) for k, v in c.items()} for c in state["records"])
+        self.failures.extend(state["failures"])
+        for name, delta in state["metrics"].items():
+            mine = self.metrics.setdefault(name, {})
+            for s, (kind, value) in delta.items():
+                value = _unpack(value)
+                if kind == "append":
+                    mine.setdefault(s, []).extend(value)
+                else:  # "replace": a full list, or a fixed-size state
+                    mine[s] = list(value) if isinstance(value, list) else value
+        seg = state["segment"]
+        self.segments[int(seg["index"])] = seg
+
+    def result(self) -> dict[str, Any]:
+        return {"done": self.done, "records": Records.from_state(self.chunks), "failures": self.failures,
+                "metrics": self.metrics, "segments": [self.segments[i] for i in sorted(self.segments)]}
 
 
 def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[str, Any]]) -> None:

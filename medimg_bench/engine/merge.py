@@ -24,7 +24,7 @@ __all__ = ["save_shard_state", "load_shard_state", "merge_runs", "cli_main", "ST
 STATE_FILE = "shard_state.pt"
 VERSION = 1
 # config keys that may differ between the shards of one evaluation
-_FREE_KEYS = ("shard", "output_dir", "run_name", "hydra", "resume", "overwrite", "progress",
+_FREE_KEYS = ("shard", "output_dir", "run_name", "hydra", "resume", "overwrite", "progress", "max_failure_rate",
               "num_workers", "device", "checkpoint_every", "checkpoint_interval_s")
 
 

@@ -146,7 +146,10 @@ class Records:
                 if v.dtype.kind in "biuf":
                     enc[k] = torch.from_numpy(np.ascontiguousarray(v))
                 else:
-                    enc[k] = [x.item() if isinstance(x, np.generic) else x for x in v.tolist()]
+                    items = v.tolist()
+                    if set(map(type, items)) != {str}:  # text only (ids, classes): as it is
+                        items = [x.item() if isinstance(x, np.generic) else x for x in items]
+                    enc[k] = items
             out.append(enc)
         return out
 
@@ -316,6 +319,9 @@ class Results:
         summary = redact_secrets(_jsonable(self.summary), known)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
+        notes = getattr(self.task, "manifest_notes", None)
+        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(notes()))
         if config is not None:
             manifest["config"] = config
         manifest = redact_secrets(_jsonable(manifest), known)
@@ -344,8 +350,37 @@ class Results:
             run_dir=run_dir,
         )
 
+    def exceeds_failure_rate(self, rate: float = 1.0) -> bool:
+        """True when no sample was scored, or when more than ``rate`` (a fraction, 0-1) of the
+        samples failed. ``rate=1.0``: only a run that scored nothing."""
+        n, failed = int(self.summary.get("n_samples", 0)), int(self.summary.get("n_failed", 0))
+        return n - failed <= 0 or failed > rate * n
+
+    def failure_report(self, rate: float = 1.0, *, n_errors: int = 3) -> str | None:
+        """Why the run :meth:`exceeds_failure_rate` ``rate`` (counts and the first
+        ``n_errors`` errors), or None when it does not."""
+        if not self.exceeds_failure_rate(rate):
+            return None
+        n, failed = int(self.summary.get("n_samples", 0)), int(self.summary.get("n_failed", 0))
+        if n - failed <= 0:
+            head = f"no sample was scored ({failed} of {n} failed)"
+        else:
+            head = f"{failed} of {n} samples failed ({failed / n:.1%}), more than max_failure_rate={rate:g}"
+        lines = [f"{self.name}: {head}"]
+        if failed and "status" in self.samples.columns:
+            rows = self.samples[self.samples["status"] == "failed"].drop_duplicates("id").head(n_errors)
+            lines += [f"  {sid}: {_clip(str(err))}" for sid, err in zip(rows["id"], rows["error"])]
+            if failed > len(rows):
+                lines.append(f"  ... and {failed - len(rows)} more (samples.parquet, status == 'failed')")
+        return "\n".join(lines)
+
     def table(self) -> Any:
         """A rich Table of the summary (metric, class, value [CI])."""
         from medimg_bench.engine.report import summary_table
 
         return summary_table(self)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_run_dir", "RESULT_FILES"]
+__all__ = ["check_run_dir", "retries_failed", "RESULT_FILES"]
 
 RESULT_FILES = ("summary.json", "samples.parquet")
 
@@ -17,6 +17,9 @@ def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = 
       ``FileNotFoundError`` naming DIR;
     * ``resume=DIR`` of a finished run (results, no checkpoint) → nothing is recomputed: the saved
       :class:`Results` are returned (the caller prints them);
+    * ``resume=DIR`` of a finished run that kept its checkpoint (it had failed samples) → None:
+      the caller runs again with ``retry_failed`` (:func:`retries_failed`), predicting exactly
+      the failed samples;
     * a new run whose directory already holds results or a checkpoint → ``FileExistsError``
       unless ``overwrite=true`` (then the old checkpoint is removed so nothing is mixed in).
 
@@ -52,15 +55,33 @@ def _resume(run_dir: Path, rdir: Path, *, has_results: bool, has_ckpt: bool) -> 
             f"resume={rdir}: nothing to resume there (no checkpoint/, no model.safetensors and no "
             f"finished results{'; the directory does not exist' if not rdir.exists() else ''})"
         )
+    from medimg_bench.engine.distributed import is_main_process
+
     if has_results and not has_ckpt:
-        from medimg_bench.engine.distributed import is_main_process
         from medimg_bench.engine.report import print_summary
         from medimg_bench.engine.results import Results
 
         results = Results.load(rdir)
         if is_main_process():
-            print(f"resume={rdir}: this run is already finished; nothing was recomputed. "
-                  "Its summary:", flush=True)
+            n_failed = int(results.summary.get("n_failed") or 0)
+            why = (f" Its {n_failed} failed sample(s) cannot be predicted again alone: the run kept no "
+                   "checkpoint/ (it was deleted, or written by an older medimg_bench); overwrite=true "
+                   "recomputes the whole run." if n_failed else "")
+            print(f"resume={rdir}: this run is already finished; nothing was recomputed.{why} Its summary:",
+                  flush=True)
             print_summary(results)
         return results
+    if has_results and is_main_process():
+        print(f"resume={rdir}: this run is finished and kept its checkpoint for its failed samples: "
+              "predicting exactly those again (every other sample is kept as it was)", flush=True)
     return None
+
+
+def retries_failed(run_dir: str | Path, resume: Any) -> bool:
+    """True when ``resume`` continues a finished run that kept its checkpoint (results and
+    ``checkpoint/``): its failed samples are predicted again (``evaluate(retry_failed=True)``)."""
+    from medimg_bench.engine.checkpoint import has_checkpoint
+
+    run_dir = Path(run_dir)
+    return bool(resume) and any((run_dir / f).exists() for f in RESULT_FILES) and has_checkpoint(
+        run_dir / "checkpoint")

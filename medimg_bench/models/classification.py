@@ -42,23 +42,35 @@ def timm_classifier(
     num_classes: int,
     in_channels: int = 1,
     multilabel: bool = True,
-    pretrained: bool = False,
+    pretrained: bool | str = False,
+    revision: str | None = None,
+    offline: bool = False,
     checkpoint: str | Path | None = None,
     stem: str = "default",
     **timm_kwargs: Any,
 ) -> ClassifierAdapter:
     """Any timm architecture with a ``num_classes`` head and ``in_channels`` input channels.
 
-    ``pretrained=True`` needs the weights in the local Hugging Face cache (no download on
-    machines without internet); ``checkpoint`` loads a state dict (safetensors or torch.save).
+    ``pretrained=True`` downloads timm's default weights of ``model_name`` (a tag such as
+    ``resnet50.a1_in1k`` picks others) from the Hugging Face Hub into its cache;
+    ``model_name="hf-hub:org/name"`` (or ``pretrained="org/name"``) reads a timm repository,
+    ``revision`` pins a branch, tag or commit; ``offline=True`` (or ``HF_HUB_OFFLINE=1``) reads
+    the cache only (see :mod:`medimg_bench.models.weights`). The head is re-made when
+    ``num_classes`` differs from the weights'. ``checkpoint`` loads a state dict (safetensors or
+    torch.save).
     ``stem="small_input"`` (ResNets) replaces the 7×7 stride-2 convolution and the max-pool by
     one 3×3 stride-1 convolution, the CIFAR-style ResNet that small images (MedMNIST at 28×28)
     are benchmarked with: 28×28 inputs keep 28×28 features in the first stage.
     """
     import timm
 
+    from medimg_bench.hub import local_weights_record
+    from medimg_bench.models.weights import sources_identity, timm_source
+
+    source_name, use_pretrained, sources = timm_source(model_name, pretrained, revision=revision,
+                                                       offline=offline)
     module = timm.create_model(
-        model_name, pretrained=pretrained, num_classes=num_classes, in_chans=in_channels, **timm_kwargs
+        source_name, pretrained=use_pretrained, num_classes=num_classes, in_chans=in_channels, **timm_kwargs
     )
     if stem == "small_input":
         if not (hasattr(module, "conv1") and hasattr(module, "maxpool")):
@@ -71,8 +83,11 @@ def timm_classifier(
         raise ValueError(f"stem must be 'default' or 'small_input', got {stem!r}")
     if checkpoint:
         load_checkpoint(module, checkpoint)
+        sources.append(local_weights_record(checkpoint))
     adapter = ClassifierAdapter(module, multilabel=multilabel, name=f"timm/{model_name}")
     adapter.config = {"factory": "timm", "model_name": model_name, "num_classes": num_classes,
                       "in_channels": in_channels, **({"stem": stem} if stem != "default" else {}),
+                      **({"hub": sources_identity(sources)} if sources_identity(sources) else {}),
                       **timm_kwargs}
+    adapter.weight_sources = sources
     return adapter

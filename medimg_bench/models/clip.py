@@ -57,26 +57,36 @@ def load_templates(templates: str | Mapping[str, Any] | Sequence[str]) -> dict[s
 
 def build_open_clip(
     *, model_name: str = "ViT-B-32", pretrained: str | None = None, model_cfg: Mapping[str, Any] | None = None,
-    precision: str = "fp32",
+    precision: str = "fp32", revision: str | None = None, offline: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """An open_clip model and ``info`` (image size, mean, std, tokenizer, identity).
+    """An open_clip model and ``info`` (image size, mean, std, tokenizer, identity, weight sources).
 
-    ``pretrained`` is a local weights file (``.safetensors``/``.bin``/``.pt``) or a folder of a
-    Hugging Face snapshot already on disk; nothing is downloaded. ``model_cfg`` (``embed_dim``,
-    ``vision_cfg``, ``text_cfg``) builds a custom architecture instead of ``model_name``
-    (randomly initialised unless ``pretrained`` is given)."""
+    As open_clip takes them: ``model_name="hf-hub:org/name"`` (BiomedCLIP and the like: config,
+    weights and tokenizer from the repository), or a built-in ``model_name`` with ``pretrained``
+    an open_clip tag (``laion2b_s34b_b88k``), a hub id, or a local weights file
+    (``.safetensors``/``.bin``/``.pt``) / folder. Hub files are downloaded through
+    ``huggingface_hub`` into its cache (``revision`` pins them; ``offline=True`` or
+    ``HF_HUB_OFFLINE=1`` reads the cache only; see :mod:`medimg_bench.models.weights`).
+    ``model_cfg`` (``embed_dim``, ``vision_cfg``, ``text_cfg``) builds a custom architecture
+    instead of ``model_name`` (randomly initialised unless ``pretrained`` is a local file)."""
     import open_clip
 
-    path = None
-    if pretrained:
-        path = require_local_path(pretrained, "model.options.pretrained")
-        if path.is_dir():
-            files = sorted([*path.glob("open_clip_model.safetensors"), *path.glob("open_clip_pytorch_model.bin"),
-                            *path.glob("*.safetensors"), *path.glob("*.bin")])
-            if not files:
-                raise FileNotFoundError(f"model.options.pretrained={str(path)!r}: the folder holds no "
-                                        ".safetensors or .bin weights file")
-            path = files[0]
+    from medimg_bench.models.weights import open_clip_source
+
+    if model_cfg is not None:
+        path = Path(require_local_path(pretrained, "model.options.pretrained")) if pretrained else None
+        if path is not None and path.is_dir():
+            from medimg_bench.models.weights import _weights_file
+
+            path = _weights_file(path)
+        from medimg_bench.hub import local_weights_record
+
+        sources = [local_weights_record(path)] if path is not None else []
+        source_name = model_name
+    else:
+        source_name, weights, sources = open_clip_source(model_name, pretrained, revision=revision,
+                                                         offline=offline)
+        path = Path(weights) if weights else None
     if model_cfg is not None:
         cfg = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in model_cfg.items()}
         model = open_clip.CLIP(**cfg)
@@ -89,20 +99,25 @@ def build_open_clip(
         mean, std = OPENAI_MEAN, OPENAI_STD
         tokenizer = open_clip.SimpleTokenizer(context_length=context_length)
     else:
-        model = open_clip.create_model(model_name, pretrained=str(path) if path else None, precision=precision,
-                                       load_weights=path is not None)
-        tokenizer = open_clip.get_tokenizer(model_name)
+        from_dir = source_name.startswith("local-dir:")
+        model = open_clip.create_model(source_name, pretrained=str(path) if path else None, precision=precision,
+                                       load_weights=path is not None or from_dir)
+        tokenizer = open_clip.get_tokenizer(source_name)
         pre = getattr(model.visual, "preprocess_cfg", {}) or {}
         size = pre.get("size", getattr(model.visual, "image_size", 224))
         image_size = int(size[0] if isinstance(size, (tuple, list)) else size)
         mean = tuple(pre.get("mean", OPENAI_MEAN))
         std = tuple(pre.get("std", OPENAI_STD))
     model.eval()
+    from medimg_bench.models.weights import sources_identity
+
     identity = {"model_name": None if model_cfg is not None else model_name,
                 "model_cfg": dict(model_cfg) if model_cfg is not None else None,
-                "pretrained": str(path) if path else None, "precision": precision}
+                "pretrained": str(pretrained) if pretrained else None, "precision": precision}
+    if sources_identity(sources):
+        identity["hub"] = sources_identity(sources)
     return model, {"image_size": image_size, "mean": list(mean), "std": list(std), "tokenizer": tokenizer,
-                   "identity": identity}
+                   "identity": identity, "weight_sources": sources}
 
 
 class ClipZeroShot(ModelAdapter):
@@ -190,18 +205,21 @@ def clip_zero_shot(
     class_prompts: Mapping[str, str] | None = None,
     multilabel: bool = False,
     precision: str = "fp32",
+    revision: str | None = None,
+    offline: bool = False,
     num_classes: int | None = None,
     in_channels: int | None = None,
 ) -> ClipZeroShot:
-    """Any open_clip architecture (weights from a local ``pretrained`` path) as a zero-shot
-    classifier. ``num_classes`` / ``in_channels`` (filled in by the pipeline) are checked
+    """Any open_clip model (``model_name`` / ``pretrained`` as open_clip takes them: a tag, an
+    ``hf-hub:`` name, a local file; see :func:`build_open_clip`) as a zero-shot classifier. ``num_classes`` / ``in_channels`` (filled in by the pipeline) are checked
     against ``classes`` when both are given; images of any channel count are mapped to RGB."""
     model, info = build_open_clip(model_name=model_name, pretrained=pretrained, model_cfg=model_cfg,
-                                  precision=precision)
+                                  precision=precision, revision=revision, offline=offline)
     adapter = ClipZeroShot(model, info, templates=load_templates(templates), classes=classes,
                            class_prompts=class_prompts, multilabel=multilabel,
                            name=f"clip/{model_name if model_cfg is None else 'custom'}")
     if classes and num_classes is not None and len(classes) != num_classes:
         raise ValueError(f"clip: {len(classes)} class names for a dataset with {num_classes} classes")
     adapter.config = {"factory": "clip", **info["identity"]}
+    adapter.weight_sources = info["weight_sources"]
     return adapter

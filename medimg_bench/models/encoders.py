@@ -1,5 +1,5 @@
 """Frozen backbones → embeddings: timm, the open_clip image tower, MONAI networks and Hugging
-Face vision models from a local path, behind one :class:`Encoder` interface.
+Face vision models (local folders or hub ids), behind one :class:`Encoder` interface.
 
 An encoder says exactly what produced its embeddings (:meth:`Encoder.identity`: kind,
 architecture options, SHA-256 of the weights, preprocessing), which is what the embedding cache
@@ -32,8 +32,11 @@ class Encoder:
     [0, 1] (see :func:`prepare_images` with :attr:`preprocess`) and pools the output."""
 
     def __init__(self, module: torch.nn.Module, *, kind: str, config: Mapping[str, Any],
-                 preprocess: Mapping[str, Any], forward: Any = None) -> None:
+                 preprocess: Mapping[str, Any], forward: Any = None,
+                 weight_sources: list[dict[str, Any]] | None = None) -> None:
         self.module = module.eval().requires_grad_(False)
+        #: where the weights came from (hub id, commit, SHA-256 of every file), for the manifest
+        self.weight_sources = list(weight_sources or [])
         self.kind = kind
         self.config = dict(config)
         self.preprocess = dict(preprocess)
@@ -83,17 +86,24 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
     * ``clip``: the open_clip image tower (see :func:`medimg_bench.models.clip.build_open_clip`);
     * ``monai_encoder``: any ``monai.networks.nets`` class (``network`` + its ``kwargs``), output
       pooled;
-    * ``hf_vision``: ``transformers.AutoModel.from_pretrained(path, local_files_only=True)``.
+    * ``hf_vision``: ``transformers.AutoModel`` from ``path``, a local folder or a hub id.
+
+    ``pretrained`` / ``model_name`` / ``path`` accept hub ids and tags as the libraries do, with
+    ``revision`` and ``offline`` (see :mod:`medimg_bench.models.weights`).
     """
     name = mcfg["name"]
     opt = {k: v for k, v in dict(mcfg.get("options") or {}).items() if v is not None}
     if name in ("timm", "timm_encoder"):
         import timm
 
+        from medimg_bench.models.weights import sources_identity, timm_source
+
         model_name = opt.get("model_name", "resnet18")
         chans = int(opt.get("in_channels") or in_channels)
-        module = timm.create_model(model_name, pretrained=bool(opt.get("pretrained", False)), num_classes=0,
-                                   in_chans=chans)
+        source_name, use_pretrained, sources = timm_source(model_name, opt.get("pretrained", False),
+                                                           revision=opt.get("revision"),
+                                                           offline=bool(opt.get("offline", False)))
+        module = timm.create_model(source_name, pretrained=use_pretrained, num_classes=0, in_chans=chans)
         if opt.get("checkpoint"):
             ckpt = require_local_path(opt["checkpoint"], "model.options.checkpoint")
             _load_backbone(module, ckpt)
@@ -102,14 +112,18 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
         if opt.get("normalize", False):
             pre.update(mean=list(cfg["mean"])[:chans], std=list(cfg["std"])[:chans])
         return Encoder(module, kind="timm", config={"model_name": model_name, "in_channels": chans,
-                                                    "checkpoint": opt.get("checkpoint")}, preprocess=pre)
+                                                    "checkpoint": opt.get("checkpoint"),
+                                                    **({"hub": sources_identity(sources)} if sources else {})},
+                       preprocess=pre, weight_sources=sources)
     if name == "clip":
         from medimg_bench.models.clip import build_open_clip
 
         model, info = build_open_clip(**{k: v for k, v in opt.items()
-                                         if k in ("model_name", "pretrained", "model_cfg", "precision")})
+                                         if k in ("model_name", "pretrained", "model_cfg", "precision",
+                                                  "revision", "offline")})
         pre = {"channels": 3, "size": info["image_size"], "mean": info["mean"], "std": info["std"]}
-        return Encoder(model.visual, kind="open_clip_image", config=info["identity"], preprocess=pre)
+        return Encoder(model.visual, kind="open_clip_image", config=info["identity"], preprocess=pre,
+                       weight_sources=info["weight_sources"])
     if name == "monai_encoder":
         import monai.networks.nets as nets
 
@@ -128,29 +142,48 @@ def build_encoder(mcfg: Mapping[str, Any], *, in_channels: int = 1) -> Encoder:
                        preprocess={"channels": kwargs["in_channels"], "size": opt.get("image_size")},
                        forward=fwd)
     if name == "hf_vision":
-        path = require_local_path(opt.get("path"), "model.options.path")
-        from transformers import AutoImageProcessor, AutoModel
-
-        module = AutoModel.from_pretrained(str(path), local_files_only=True)
-        module = getattr(module, "vision_model", module)
-        size, mean, std = opt.get("image_size"), opt.get("mean"), opt.get("std")
-        try:
-            proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
-            mean = mean or list(proc.image_mean)
-            std = std or list(proc.image_std)
-            s = proc.size
-            size = size or (s.get("shortest_edge") or s.get("height") if isinstance(s, dict) else s)
-        except (OSError, ValueError, AttributeError):
-            pass
-        chans = int(getattr(module.config, "num_channels", 3))
-
-        def fwd(x: torch.Tensor) -> Any:
-            return module(pixel_values=x)
-
-        return Encoder(module, kind="hf_vision", config={"path": str(path)},
-                       preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
+        return _hf_vision_encoder(opt)
     raise ValueError(f"model {name!r} cannot be used as a frozen encoder; use timm, clip, monai_encoder "
                      "or hf_vision")
+
+
+def _hf_vision_encoder(opt: Mapping[str, Any]) -> Encoder:
+    """A transformers vision model (its ``vision_model`` when it has one) from a folder or hub id."""
+    from medimg_bench.models.weights import hf_model_folder, sources_identity
+
+    path, sources = hf_model_folder(opt.get("path"), revision=opt.get("revision"),
+                                    offline=bool(opt.get("offline", False)))
+    from transformers import AutoImageProcessor, AutoModel
+
+    module = AutoModel.from_pretrained(str(path), local_files_only=True)
+    module = getattr(module, "vision_model", module)
+    size, mean, std = opt.get("image_size"), opt.get("mean"), opt.get("std")
+    try:
+        proc = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+        mean = mean or list(proc.image_mean)
+        std = std or list(proc.image_std)
+        size = size or _processor_size(proc.size)
+    except (OSError, ValueError, AttributeError):
+        pass
+    chans = int(getattr(module.config, "num_channels", 3))
+
+    def fwd(x: torch.Tensor) -> Any:
+        return module(pixel_values=x)
+
+    hub = sources_identity(sources)
+    config = {"path": str(opt.get("path")) if hub else str(path), **({"hub": hub} if hub else {})}
+    return Encoder(module, kind="hf_vision", config=config, weight_sources=sources,
+                   preprocess={"channels": chans, "size": size, "mean": mean, "std": std}, forward=fwd)
+
+
+def _processor_size(s: Any) -> int | None:
+    """The square input size of an image processor's ``size`` (an int, a dict or transformers 5's
+    ``SizeDict`` with ``shortest_edge`` or ``height``)."""
+    if s is None or isinstance(s, int):
+        return s
+    get = s.get if isinstance(s, Mapping) else (lambda k: getattr(s, k, None))
+    value = get("shortest_edge") or get("height")
+    return int(value) if value else None
 
 
 def _load_backbone(module: torch.nn.Module, path: Path) -> None:

@@ -19,8 +19,8 @@ def require_local_path(path: Any, option: str) -> Path:
     """``Path(path)`` if it exists; otherwise ``FileNotFoundError`` naming the path and the option."""
     p = Path(str(path)).expanduser()
     if not p.exists():
-        raise FileNotFoundError(f"{option}={str(p)!r}: no such file or directory (weights are read from "
-                                f"local files only; set {option} to an existing path)")
+        raise FileNotFoundError(f"{option}={str(p)!r}: no such file or directory (set {option} to an "
+                                "existing path)")
     return p
 
 

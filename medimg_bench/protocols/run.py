@@ -17,7 +17,7 @@ import torch
 
 __all__ = ["run_protocol", "aggregate_seeds", "PROTOCOLS"]
 
-PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retrieval")
+PROTOCOLS = ("linear_probe", "knn", "few_shot", "fine_tune", "zero_shot", "retrieval", "mil", "regression_probe")
 
 
 def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
@@ -48,7 +48,7 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
     seeds = [int(s) for s in (p.get("seeds") or [c["seed"]])]
     start = time.perf_counter()
     fn = {"linear_probe": _probe, "knn": _probe, "few_shot": _probe, "fine_tune": _fine_tune,
-          "zero_shot": _zero_shot, "retrieval": _retrieval}[name]
+          "zero_shot": _zero_shot, "retrieval": _retrieval, "mil": _mil, "regression_probe": _regression}[name]
     per_seed: dict[int, Any] = {}
     extra: dict[str, Any] = {}
     for seed in seeds:
@@ -211,6 +211,24 @@ def _linear_probe(o: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, xv: to
     lp = {n: o[n] for n in ("max_steps", "batch_size", "lr", "momentum", "weight_decay", "patience", "val_every")
           if o.get(n) is not None}
     return train_linear_probe(x, y, xv, yv, num_classes=k, multilabel=ml, seed=seed, device=device, **lp)
+
+
+def _mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.protocols.mil import run_mil
+
+    return run_mil(c, p, seed, extra, shared=_shared())
+
+
+def _regression(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
+    from medimg_bench.protocols.regression import run_regression_probe
+
+    return run_regression_probe(c, p, seed, extra, shared=_shared())
+
+
+def _shared() -> dict[str, Any]:
+    """The pieces protocol modules reuse (passed in: they must not import this module back)."""
+    return {"datasets": _datasets, "encoder": _encoder, "model_key": _model_key, "device": _device,
+            "score": _score}
 
 
 # -- fine-tune ------------------------------------------------------------------------------------
@@ -506,7 +524,7 @@ def _print(results: Any) -> None:
     print(f"protocol {p['name']} seeds {p['seeds']} ({results.name})")
     for name, m in results.summary["metrics"].items():
         mean = m.get("mean") or {}
-        extra = f" ± {mean['std']:.4f} (sd over seeds)" if mean.get("std") is not None else ""
+        extra = f" ± {mean['std']:.4f} (sd over {m.get('over', 'seeds')})" if mean.get("std") is not None else ""
         print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
     for line in results.summary.get("warnings", []):
         print(f"  WARNING {line}")

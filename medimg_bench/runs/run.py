@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.builders import build_dataset, build_model
-from medimg_bench.engine.run_dir import check_run_dir
+from medimg_bench.engine.run_dir import check_run_dir, retries_failed
 from medimg_bench.runs.compose import compose_config, plain
 
 __all__ = ["run", "run_config", "seed_everything"]
@@ -30,7 +30,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     if c.get("protocol"):
         from medimg_bench.protocols import run_protocol
 
-        return run_protocol(c, run_dir)
+        return _with_report(c, run_protocol(c, run_dir), run_dir)
     from medimg_bench.engine.runner import parse_shard
 
     parse_shard(c.get("shard"))  # a bad spec fails before anything is built
@@ -38,11 +38,12 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     finished = check_run_dir(run_dir, resume=c.get("resume"), overwrite=bool(c.get("overwrite")))
     if finished is not None:
         return finished
+    retry = retries_failed(run_dir, c.get("resume"))  # a finished run's failed samples, again
     device = _device(c.get("device"), world_size)
     seed_everything(int(c["seed"]))
     task, dataset, model = _build(c)
     train_info = _train(c, model, task, run_dir, device=device, rank=rank)
-    results = _evaluate(c, model, dataset, task, run_dir, device=device)
+    results = _evaluate(c, model, dataset, task, run_dir, device=device, retry_failed=retry)
     _write(c, results, run_dir, train_info)
     return results
 
@@ -141,7 +142,8 @@ def _save_weights(model: Any, path: Path) -> None:
     save_file(state, str(path))
 
 
-def _evaluate(c: Mapping[str, Any], model: Any, dataset: Any, task: Any, run_dir: Path, *, device: Any) -> Any:
+def _evaluate(c: Mapping[str, Any], model: Any, dataset: Any, task: Any, run_dir: Path, *, device: Any,
+              retry_failed: bool = False) -> Any:
     """The engine's evaluation with the run's options."""
     from medimg_bench.engine.runner import evaluate
 
@@ -155,7 +157,7 @@ def _evaluate(c: Mapping[str, Any], model: Any, dataset: Any, task: Any, run_dir
         checkpoint=run_dir / "checkpoint",
         checkpoint_every=int(c.get("checkpoint_every", 20)),
         checkpoint_interval_s=float(c.get("checkpoint_interval_s") or 0.0),
-        shard=c.get("shard"),
+        shard=c.get("shard"), retry_failed=retry_failed,
     )
 
 
@@ -179,8 +181,35 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
         from medimg_bench.engine.merge import save_shard_state
 
         save_shard_state(results, run_dir, config=config)
-    remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything
     print_summary(results)
+    n_failed = int(results.summary.get("n_failed") or 0)
+    if not n_failed:
+        remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything
+    elif (run_dir / "checkpoint").is_dir():  # what a resume needs to predict exactly those again
+        print(f"{n_failed} sample(s) failed; {run_dir / 'checkpoint'} is kept: resume={run_dir} predicts "
+              "exactly them again (overwrite=true starts over)", flush=True)
+    _with_report(c, results, run_dir)
+
+
+def _with_report(c: Mapping[str, Any], results: Any, run_dir: Path) -> Any:
+    """Write ``report.html`` for the finished run (or benchmark) unless ``report=false``; a page
+    that cannot be drawn is a warning, never a failed run. Returns ``results``."""
+    from medimg_bench.engine.distributed import is_main_process
+
+    written = (Path(run_dir) / "summary.json").exists() or bool(c.get("benchmark"))
+    if c.get("report", True) is False or not written or not is_main_process():
+        return results
+    import logging
+
+    from medimg_bench.report import write_report
+
+    try:
+        path = write_report(run_dir)
+    except Exception as exc:  # the run's results are written; the page is an extra
+        logging.getLogger(__name__).warning("report.html not written for %s: %s: %s", run_dir, type(exc).__name__, exc)
+        return results
+    print(f"report: {path}", flush=True)
+    return results
 
 
 def _merge_overrides(base: Sequence[str], extra: Sequence[str]) -> list[str]:
@@ -212,7 +241,7 @@ def _run_benchmark(c: Mapping[str, Any], run_dir: Path, parent_overrides: Sequen
         }
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "benchmark.json").write_text(json.dumps(index, indent=2))
-    return out
+    return _with_report(c, out, run_dir)  # the entries side by side
 
 
 def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> Any:

@@ -3,7 +3,8 @@ macro mean (with CI) of every metric.
 
     medimg-bench sweep runs/multirun/2026-11-22/23-10-00-000000
 
-writes ``sweep.parquet`` and ``sweep.md`` in that folder (or ``--out``). Columns: ``job`` (the
+writes ``sweep.parquet``, ``sweep.md`` and ``report.html`` (the runs side by side, see
+docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
 ``n_failed``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
@@ -140,5 +141,8 @@ def cli_main(argv: Sequence[str]) -> int:
         print(f"medimg-bench sweep: {exc}", file=sys.stderr)
         return 1
     print(md.read_text())
-    print(f"wrote {pq} and {md}")
+    from medimg_bench.report import write_report
+
+    page = write_report([args.multirun_dir], out=md.parent / "report.html")  # the runs side by side
+    print(f"wrote {pq}, {md} and {page}")
     return 0

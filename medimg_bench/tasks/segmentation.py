@@ -24,8 +24,11 @@ class SegmentationTask(Task):
     name = "segmentation"
     default_metrics = {"dice": {}}
 
-    def __init__(self, *, include_background: bool = False) -> None:
+    def __init__(self, *, include_background: bool = False, keep_worst: int = 8) -> None:
+        from medimg_bench.tasks.worst import WorstSlices
+
         self.include_background = include_background
+        self.worst = WorstSlices(k=keep_worst)  # the report's pictures (tasks/worst.py)
 
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
         from monai.losses import DiceCELoss
@@ -93,6 +96,7 @@ class SegmentationTask(Task):
         ids = np.empty(b, dtype=object)
         ids[:] = list(batch["id"])
         tc, pc = tc[:, first:], pc[:, first:]
+        self.worst.offer(batch, pred, target, names, first)
         return {
             "id": np.repeat(ids, k - first),
             "class": np.tile(np.asarray(names[first:], dtype=object), b),
@@ -101,6 +105,12 @@ class SegmentationTask(Task):
             "target_ml": (tc.astype(np.float64) * voxel_ml[:, None]).reshape(-1),
             "pred_ml": (pc.astype(np.float64) * voxel_ml[:, None]).reshape(-1),
         }
+
+    def write_outputs(self, results: Any, run_dir: Path) -> list[Path]:
+        """``worst/segmentation.npz`` + ``.json``: the worst cases' slices (tasks/worst.py)."""
+        from medimg_bench.tasks.worst import WORST_DIR
+
+        return self.worst.write(Path(run_dir) / WORST_DIR)
 
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
         from medimg_bench.tasks.plots import plot_per_class

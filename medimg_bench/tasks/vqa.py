@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 #: written into the run directory when answers are withheld (see VQATask.write_outputs)
 SUBMISSION_FILE = "submission.tsv"
 _CATEGORY_COLUMNS = ("question_type", "content_type", "modality", "organ", "department",
-                     "clinical_task", "perceptual_granularity")
+                     "clinical_task", "perceptual_granularity", "task_label", "clinical_phase",
+                     "diagnostic_task")
 
 #: scoring profiles built (medimg_bench.metrics.text.vqa_profiles.PROFILES); see docs/vlm.md
 PROFILES = ("medimg_bench", "llava_med", "llava_med_initial", "multimedeval", "lmms_eval", "vlmevalkit",
@@ -105,6 +106,7 @@ class VQATask(Task):
         max_new_tokens: int | None = 64,
         circular: bool = False,
         judge: Any = None,
+        volume_sampling: str | Mapping[str, Any] | None = None,
     ) -> None:
         profile = scoring.get("name") if isinstance(scoring, Mapping) else (scoring or "medimg_bench")
         if profile not in PROFILES:
@@ -116,15 +118,38 @@ class VQATask(Task):
         self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
         self.system, self.max_new_tokens, self.circular = system, max_new_tokens, bool(circular)
         from medimg_bench.metrics.text.judge import build_judge
+        from medimg_bench.tasks._open_judge import OpenAnswerGrader, split_judge_spec
+        from medimg_bench.tasks.volume_prompts import resolve_sampling
 
         spec = judge if judge is not None else (scoring.get("judge") if isinstance(scoring, Mapping) else None)
-        self.judge = build_judge(spec)
+        letter_spec, open_spec = split_judge_spec(spec)
+        judge_adapter = build_judge(letter_spec)
+        # open answers graded under a rubric (any profile: the harness figures are left as they are)
+        self.grader = OpenAnswerGrader.from_spec(judge_adapter, open_spec)
+        # the letter-extraction judge extends the strict rules only
+        self.judge = judge_adapter if profile in JUDGED_PROFILES or self.grader is None else None
         if self.judge is not None and profile not in JUDGED_PROFILES:
             raise ValueError(f"vqa: an LLM judge extends the strict rules only (scoring={list(JUDGED_PROFILES)}); "
-                             f"the {profile} profile reproduces its harness, which has no judge")
+                             f"the {profile} profile reproduces its harness, which has no judge "
+                             "(a rubric, scoring.judge.rubric, grades open answers under any profile)")
+        self.volume_sampling = resolve_sampling(volume_sampling)
 
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
-        return {"profile": self.profile}  # the vqa metric keeps the profile's harness figures
+        kw: dict[str, Any] = {"profile": self.profile}  # the vqa metric keeps the profile's harness figures
+        if self.grader is not None:  # and the open-answer judge's verdicts, for their agreement
+            kw["judge_categories"] = list(self.grader.rubric.categories)
+            kw["judge_repeats"] = self.grader.repeats
+        return kw
+
+    def manifest_notes(self) -> dict[str, Any]:
+        """``manifest.json`` additions: the open-answer judge pinned (rubric, prompt hash, judge
+        identity, temperature 0 settings) and the volume sampling, when used."""
+        out: dict[str, Any] = {}
+        if self.grader is not None:
+            out["judge"] = self.grader.identity()
+        if self.volume_sampling is not None:
+            out["volume_sampling"] = self.volume_sampling.to_dict()
+        return out
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         if spec and not any(n == "vqa" or (o or {}).get("metric") == "vqa" for n, o in dict(spec).items()):
@@ -144,26 +169,60 @@ class VQATask(Task):
         settings = model.settings
         if self.max_new_tokens is not None:
             settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
-        requests, owners = [], []
+        requests, owners, sampled = [], [], []
         for i, sid in enumerate(batch["id"]):
             kind, options = batch["answer_type"][i], batch["options"][i]
-            images = sample_images(batch, i)
+            images, extra = self._images(batch, i)
+            sampled.append(extra)
             shifts = range(len(options)) if (self.circular and kind == "mcq" and options) else [0]
             for shift in shifts:
                 opts = rotate_options(options, "A", shift)[0] if kind == "mcq" and options else options
                 requests.append(GenerationRequest(
                     images=images, user=self._prompt(batch["question"][i], kind, opts),
                     system=self.system, settings=settings, sample_id=f"{sid}" if shift == 0 else f"{sid}#rot{shift}",
+                    key_extra=extra,
                 ))
                 owners.append((i, shift))
         responses = model.generate(requests)
         per_sample: list[list[tuple[int, Any]]] = [[] for _ in batch["id"]]
         for (i, shift), resp in zip(owners, responses):
             per_sample[i].append((shift, resp))
-        out: dict[str, Any] = {"responses": per_sample}
+        out: dict[str, Any] = {"responses": per_sample, "volume_sampling": sampled}
         if self.judge is not None:
             out["judge"] = self._ask_judge(batch, per_sample)
+        if self.grader is not None:
+            out["open_judge"] = self._grade_open(batch, per_sample)
         return out
+
+    def _images(self, batch: dict[str, Any], i: int) -> tuple[list[Any], dict[str, Any] | None]:
+        """Sample ``i``'s images for the model and the request's ``key_extra``: a 3D volume
+        (``C×X×Y×Z``) becomes images under ``volume_sampling`` (recorded), 2D images pass as they are."""
+        from medimg_bench.tasks.volume_prompts import volume_images
+
+        column = batch.get("image")
+        raw = column[i] if column is not None else None
+        if raw is not None and not isinstance(raw, list | tuple) and getattr(raw, "ndim", 0) == 4:
+            if self.volume_sampling is None:
+                raise ValueError(f"sample {batch['id'][i]!r}: a 3D volume of shape {tuple(raw.shape)} needs "
+                                 f"task.options.volume_sampling (a name of SAMPLINGS or a dict of fields)")
+            meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
+            return volume_images(raw, meta, self.volume_sampling, sample_id=str(batch["id"][i]))
+        return sample_images(batch, i), None
+
+    def _grade_open(self, batch: dict[str, Any], per_sample: list[list[tuple[int, Any]]]) -> list[Any]:
+        """The open-answer judge's verdicts for each open question with a reference (None for
+        the other questions), all of the batch in one call per judge."""
+        items, owners = [], []
+        for i, rotations in enumerate(per_sample):
+            resp = rotations[0][1]
+            if batch["answer_type"][i] != "open" or batch["answer"][i] is None or resp.error:
+                continue
+            items.append((str(batch["id"][i]), batch["question"][i], batch["answer"][i], resp.text or ""))
+            owners.append(i)
+        graded: list[Any] = [None] * len(per_sample)
+        for i, one in zip(owners, self.grader.grade(items)):
+            graded[i] = one
+        return graded
 
     def _rotation(self, batch: dict[str, Any], i: int, shift: int) -> tuple[Any, Any]:
         """Options and answer of sample ``i`` as rotation ``shift`` showed them."""
@@ -263,9 +322,16 @@ class VQATask(Task):
         return scored
 
     def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]],
-               judged: Mapping[int, Any] | None = None) -> dict[str, Any]:
+               judged: Mapping[int, Any] | None = None, graded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         kind, answer = batch["answer_type"][i], batch["answer"][i]
         scored = self._score_one(batch, i, rotations[0][0], rotations[0][1], judged)
+        if graded is not None and graded.get("labels") is not None:
+            cats = self.grader.rubric.categories
+            scored["judge_score"] = graded["score"]
+            scored["judge_labels"] = [cats.index(lab) for lab in graded["labels"]]
+            if "second_label" in graded:
+                scored["judge2_label"] = cats.index(graded["second_label"])
+                scored["judge2_score"] = self.grader.rubric.score(graded["second_label"])
         if len(rotations) > 1 and answer is not None and kind == "mcq":
             ok = all(self._score_one(batch, i, shift, resp, judged)["correct"] == 1.0 for shift, resp in rotations)
             scored["circular_correct"] = float(ok)
@@ -276,6 +342,7 @@ class VQATask(Task):
 
         scored, kinds = [], []
         judged = outputs.get("judge") or [None] * len(batch["id"])
+        graded = outputs.get("open_judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             for _, resp in rotations:
                 if resp.error:  # a failed request fails its sample, so a resumed run asks again
@@ -283,7 +350,9 @@ class VQATask(Task):
             for resp in (judged[i] or {}).values():
                 if resp.error:  # likewise for the judge: nothing is guessed in its place
                     raise GenerationFailed(f"sample {sid!r}: the judge's request failed: {resp.error}")
-            one = self._score(batch, i, rotations, judged[i])
+            if graded[i] is not None and graded[i].get("error"):
+                raise GenerationFailed(graded[i]["error"])
+            one = self._score(batch, i, rotations, judged[i], graded[i])
             if batch["answer"][i] is None:  # withheld (GMAI-MMBench TEST): parsed, not scored
                 one["withheld"] = True
             scored.append(one)
@@ -293,9 +362,11 @@ class VQATask(Task):
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
         rows = []
         judged = outputs.get("judge") or [None] * len(batch["id"])
+        graded = outputs.get("open_judge") or [None] * len(batch["id"])
+        sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             first = rotations[0][1]
-            scored = self._score(batch, i, rotations, judged[i])
+            scored = self._score(batch, i, rotations, judged[i], graded[i])
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
                    "answer_type": batch["answer_type"][i], "response": first.text,
@@ -313,11 +384,27 @@ class VQATask(Task):
             row["parsed_by"] = scored.get("parsed_by")  # "cascade" (the profile's rule), "judge" or None
             if self.judge is not None:
                 row["judge_response"] = scored.get("judge_response")
+            if self.grader is not None:
+                row.update(self._graded_row(graded[i], scored))
+            if sampled[i]:
+                row["volume_sampling"] = sampled[i]["volume_sampling"]["name"]
+                row["volume_slices"] = json.dumps(sampled[i]["volume_sampling"]["slices"])
             for key in _CATEGORY_COLUMNS:
                 if key in meta:
                     row[key] = meta[key]
             rows.append(row)
         return rows
+
+    def _graded_row(self, graded: Mapping[str, Any] | None, scored: Mapping[str, Any]) -> dict[str, Any]:
+        """Per-sample columns of the open-answer judge (empty values for ungraded questions)."""
+        g = graded or {}
+        row = {"judge_score": scored.get("judge_score"),
+               "judge_verdicts": json.dumps(g["labels"]) if g.get("labels") is not None else None,
+               "judge_replies": json.dumps(g["replies"]) if g.get("replies") is not None else None}
+        if self.grader.second is not None:
+            row["judge2_verdict"] = g.get("second_label")
+            row["judge2_reply"] = g.get("second_reply")
+        return row
 
     def write_outputs(self, results: Any, run_dir: Any) -> list[Any]:
         """Files of a finished run beside ``summary.json`` (called by ``Results.save``):

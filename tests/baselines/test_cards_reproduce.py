@@ -182,10 +182,14 @@ def test_ready_cards_cite_the_text_read_and_needs_source_cards_say_what_was_sear
     src = card["source"]
     if card["status"] == "ready":
         assert src["read_from"] and src["table"]
-        # a card of several published rows carries its values in the variants
-        pubs = ([v["published"] for v in card["variants"]] if card.get("variants")
-                else [m["published"] for m in card["metrics"]])
-        assert all(v is not None for p in pubs for v in (p.values() if isinstance(p, dict) else [p]))
+        if card.get("published_by"):  # values per setting, each saying where it was read
+            for table in card["published_by"].values():
+                for cells in table.values():
+                    assert cells.get("read_from") and all(v is not None for v in cells.values())
+        else:  # a card of several published rows carries its values in the variants
+            pubs = ([v["published"] for v in card["variants"]] if card.get("variants")
+                    else [m["published"] for m in card["metrics"]])
+            assert all(v is not None for p in pubs for v in (p.values() if isinstance(p, dict) else [p]))
     else:
         assert src.get("note"), f"{name}: a needs_source card must note what was searched"
 

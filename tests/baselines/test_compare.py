@@ -42,7 +42,7 @@ def test_known_difference_and_none(runs, capsys):
     assert cli_main([str(good), str(bad), "--n-resamples", "50", "--out", str(good / "cmp.json")]) == 0
     out = capsys.readouterr().out
     assert "auroc" in out and "labels (label, patient_id): identical" in out
-    assert json.loads((good / "cmp.json").read_text())["rows"]
+    assert json.loads((good / "cmp.json").read_text())[0]["metric"]  # a list of rows (report --paired)
 
 
 def test_run_b_is_scored_against_its_own_labels(runs, tmp_path, capsys):

@@ -196,3 +196,59 @@ def test_a_shard_resumes_its_own_part(cxr, tmp_path):
     resumed = _run(CountingModel(), cxr, ckpt, shard="1/2")
     assert resumed.summary == reference.summary
     pd.testing.assert_frame_equal(resumed.samples, reference.samples, check_exact=True)
+
+
+class ServerDown(CountingModel):
+    """Fails on ``down`` ids, alone or in a batch (a server that was down for those requests)."""
+
+    def __init__(self, down):
+        super().__init__()
+        self.down = set(down)
+
+    def predict(self, batch):
+        if self.down & set(batch["id"]):
+            raise ConnectionError(f"server down for {sorted(self.down & set(batch['id']))}")
+        return super().predict(batch)
+
+
+def test_retry_failed_predicts_exactly_the_failed_samples_again(cxr, tmp_path):
+    """A finished run with failures, resumed with retry_failed: only its failed samples are
+    predicted again, and the results are those of a run where they never failed."""
+    down = [cxr.sample_id(4), cxr.sample_id(9)]
+    unreadable = cxr.sample_id(1)  # fails to load every time
+    reference = _run(CountingModel(), cxr, None)
+    ckpt = tmp_path / "checkpoint"
+    first = _run(ServerDown(down), cxr, ckpt)
+    assert first.summary["failed_ids"] == sorted([unreadable, *down])
+    again_model = ServerDown(())  # the same model, the server back up
+    again = _run(again_model, cxr, ckpt, retry_failed=True)
+    assert sorted(again_model.seen) == sorted(down)  # the unreadable one fails to load again
+    assert again.summary == reference.summary
+    pd.testing.assert_frame_equal(again.samples, reference.samples, check_exact=True)
+    assert again.manifest["retried"] == {"n": 3, "recovered": 2}
+    assert [s["index"] for s in again.manifest["segments"]] == [0, 1]
+    # the parts on disk now say the same: a third pass only retries the unreadable sample
+    third_model = ServerDown(())
+    third = _run(third_model, cxr, ckpt, retry_failed=True)
+    assert third_model.seen == [] and third.summary == reference.summary
+    pd.testing.assert_frame_equal(third.samples, reference.samples, check_exact=True)
+    # without retry_failed a resume keeps the failures as they are and predicts nothing
+    kept_model = ServerDown(())
+    kept = _run(kept_model, cxr, ckpt)
+    assert kept_model.seen == [] and kept.summary == reference.summary
+
+
+def test_a_run_that_never_saves_computes_no_checkpoint_key(tmp_path, monkeypatch):
+    """The key (the weights' hash) is computed when a save or a resume needs it; the dataset's
+    identity (manifest, file contents) once, for the manifest and the key. (A run with failures
+    saves at the end.)"""
+    cxr = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
+    calls = []
+    real = type(cxr).identity
+    monkeypatch.setattr(type(cxr), "identity", lambda self: calls.append(1) or real(self))
+    res = evaluate(CountingModel(), cxr, task="classification", metrics={"auroc": {}}, batch_size=3,
+                   progress=False, n_resamples=5, checkpoint=tmp_path / "ck", checkpoint_every=1,
+                   checkpoint_interval_s=3600)
+    assert not (tmp_path / "ck").exists() and len(calls) == 1
+    assert res.manifest["dataset"]["fingerprint"] == cxr.fingerprint()
+    assert res.manifest["model_fingerprint"]["name"] == "counting"

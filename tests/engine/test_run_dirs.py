@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -130,3 +131,71 @@ def test_out_of_memory_in_a_metric_names_the_case_and_the_chunk_option(tmp_path,
     assert err.startswith("[metric] out of memory while scoring sample") and ds.sample_id(1) in err
     assert "chunk_mb" in err
     assert res.summary["n_failed"] == 1 and len(res.metrics["dice"].ids) == 2
+
+
+def _image_file(overrides, index):
+    """The image file of sample ``index`` of the run's dataset (the synthetic phantoms' cache)."""
+    from omegaconf import OmegaConf
+
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.runs import compose_config
+
+    dcfg = OmegaConf.to_container(compose_config(overrides).dataset, resolve=True)
+    ds = build_dataset(dcfg, dcfg["split"])
+    return ds.sample_id(index), ds.resolve(ds.manifest["image"].iloc[index])
+
+
+def test_resume_of_a_finished_run_with_failures_predicts_exactly_them_again(tmp_path, monkeypatch, capsys):
+    """The model (a server) was down for one sample: a resume predicts exactly that one again.
+    The data must be the same: a repaired file changes the dataset's identity, and the
+    checkpoint of the run is refused (tests/robustness/test_resume_changed_inputs.py)."""
+    from medimg_bench.models.classification import ClassifierAdapter
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    clean = run(TINY, run_dir=tmp_path / "clean")
+    sid, _ = _image_file(TINY, 2)
+    real, asked = ClassifierAdapter.predict, []
+
+    def down_for_one(self, batch):
+        asked.extend(batch["id"])
+        if sid in batch["id"]:
+            raise ConnectionError("server down")
+        return real(self, batch)
+
+    monkeypatch.setattr(ClassifierAdapter, "predict", down_for_one)
+    broken = run(TINY, run_dir=tmp_path / "run")
+    assert broken.summary["failed_ids"] == [sid]
+    assert "[predict] ConnectionError: server down" in broken.failures.set_index("id")["error"][sid]
+    assert (tmp_path / "run" / "checkpoint").is_dir()  # kept: what a resume needs
+    assert f"resume={tmp_path / 'run'} predicts exactly them again" in capsys.readouterr().out
+    monkeypatch.setattr(ClassifierAdapter, "predict", lambda self, batch: asked.extend(batch["id"]) or real(self, batch))
+    asked.clear()
+    again = run([*TINY, f"resume={tmp_path / 'run'}"])
+    assert asked == [sid]  # only the failed sample was predicted again
+    assert "predicting exactly those again" in capsys.readouterr().out
+    assert again.summary == clean.summary
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == json.loads(
+        (tmp_path / "clean" / "summary.json").read_text())
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "samples.parquet"),
+                                  pd.read_parquet(tmp_path / "clean" / "samples.parquet"), check_exact=True)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["retried"] == {"n": 1, "recovered": 1} and len(manifest["segments"]) == 2
+    assert not (tmp_path / "run" / "checkpoint").exists()  # nothing failed: removed
+    stamp = (tmp_path / "run" / "samples.parquet").stat().st_mtime_ns
+    run([*TINY, f"resume={tmp_path / 'run'}"])  # finished, nothing failed: only shown
+    assert (tmp_path / "run" / "samples.parquet").stat().st_mtime_ns == stamp
+
+
+def test_resume_of_a_finished_run_without_its_checkpoint_says_how_to_retry(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    _, image = _image_file(TINY, 1)
+    image.write_bytes(b"broken")
+    run(TINY, run_dir=tmp_path / "run")
+    import shutil
+
+    shutil.rmtree(tmp_path / "run" / "checkpoint")  # as a run of an older version left it
+    capsys.readouterr()
+    again = run([*TINY, f"resume={tmp_path / 'run'}"])
+    out = capsys.readouterr().out
+    assert "nothing was recomputed" in out and "1 failed sample(s) cannot be predicted again" in out
+    assert "overwrite=true" in out and again.summary["n_failed"] == 1

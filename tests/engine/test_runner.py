@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -137,3 +138,50 @@ def test_subgroup_breakdown_matches_per_group_recomputation(cxr):
     assert set(res.summary["subgroups"]["age"]["auroc"]["per_group"]) <= {"0-40", "40-60", "60-80", "80+"}
     with pytest.raises(ValueError, match="not a manifest column"):
         evaluate(ThresholdModel(), cxr, task="classification", progress=False, n_resamples=5, subgroups=["race"])
+
+
+def test_evaluate_keywords_are_the_options_and_run_evaluation_gives_the_same_run(cxr):
+    import inspect
+
+    from medimg_bench.engine.runner import EvalOptions, build_metrics, run_evaluation
+    from medimg_bench.registry import create_task
+
+    keywords = [p for p in inspect.signature(evaluate).parameters if p not in ("model", "dataset", "task", "metrics")]
+    assert keywords == EvalOptions.names()
+    opts = EvalOptions(batch_size=5, progress=False, n_resamples=20, shard="1/2", subgroups=["sex"])
+    assert opts.shard == (1, 2) and opts.subgroups == ("sex",)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.batch_size = 3
+    with pytest.raises(ValueError, match="shard="):
+        EvalOptions(shard="3/2")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        EvalOptions(batch_size=0)
+    task = create_task("classification")
+    direct = run_evaluation(ThresholdModel(), cxr, task, build_metrics(task, None, cxr), opts)
+    via_keywords = evaluate(ThresholdModel(), cxr, task="classification", batch_size=5, progress=False,
+                            n_resamples=20, shard="1/2", subgroups=["sex"])
+    assert direct.summary == via_keywords.summary
+    pd.testing.assert_frame_equal(direct.samples, via_keywords.samples, check_exact=True)
+
+
+def test_engine_functions_stay_small():
+    """No engine function over 80 lines or with more than 10 parameters, except ``evaluate``,
+    whose keyword-only options are its public API (docs/design.md, "Small functions")."""
+    import ast
+    from pathlib import Path
+
+    import medimg_bench.engine as engine
+
+    allowed = {("runner.py", "evaluate")}
+    too_big = []
+    for path in sorted(Path(engine.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+            n_params = len([p for p in params if p.arg not in ("self", "cls")])
+            lines = node.end_lineno - node.lineno + 1
+            if (lines > 80 or n_params > 10) and (path.name, node.name) not in allowed:
+                too_big.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines, {n_params} parameters")
+    assert not too_big, too_big

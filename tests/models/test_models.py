@@ -13,7 +13,15 @@ TINY = {
     "clip": dict(classes=["a", "b", "c"], model_cfg={  # a tiny random open_clip CLIP (zero-shot)
         "embed_dim": 16, "vision_cfg": {"layers": 1, "width": 32, "patch_size": 8, "image_size": 32, "head_width": 16},
         "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}),
+    # a MONAI bundle folder written into the test's tmp_path (configs/inference.json + models/model.pt)
+    "monai_bundle": lambda tmp: dict(bundle=str(_tiny_bundle(tmp)), num_classes=3, in_channels=1),
 }
+
+
+def _tiny_bundle(tmp):
+    from tests.models.test_monai_bundle import NET, make_bundle
+
+    return make_bundle(tmp / "bundle", {**NET, "out_channels": 3}, out_channels=3)
 
 
 def _batch(model, b=2):
@@ -26,9 +34,10 @@ def _batch(model, b=2):
 # `predictions` reads files, not a network (tests/models/test_predictions.py)
 @pytest.mark.parametrize("name", [n for n in MODELS.list()
                                   if not {"generative", "predictions"} & set(MODELS.entry(n).tags)])
-def test_every_registered_model_predicts(name):
+def test_every_registered_model_predicts(name, tmp_path):
     assert name in TINY, f"add a tiny configuration for model {name!r} to TINY"
-    model = create_model(name, **TINY[name]).eval()
+    options = TINY[name](tmp_path) if callable(TINY[name]) else TINY[name]
+    model = create_model(name, **options).eval()
     batch = _batch(model)
     with torch.inference_mode():
         out = model.predict(batch)

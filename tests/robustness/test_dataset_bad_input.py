@@ -142,6 +142,10 @@ EXCUSED = {
     "medmnist": "one memory-mapped .npz per flag, no per-sample files; a corrupt archive fails at construction (test_medmnist)",
     "pcam": "HDF5 arrays, no per-sample files; corrupt files fail at construction (test_pathology)",
     "wsi_tiles": "tiles read from one slide per case through tiffslide (test_pathology)",
+    "camelyon16": "the wsi_tiles tiler on the challenge layout; a corrupt slide fails at construction naming it "
+                  "(test_pathology_camelyon16)",
+    "hest1k": "HDF5 patch arrays and .h5ad per ST sample, read when the dataset is built; a corrupt file fails "
+              "then naming it (test_pathology_hest1k)",
 }
 # same readers as a covered loader of the family (PNG/JPEG/DICOM through io.read_image, NIfTI
 # through read_volume, frames/videos through the video readers): listed so the check below is
@@ -153,7 +157,8 @@ SAME_READERS = {
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
-    "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr",
+    "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr", "omnibrainbench": "csv",
+    "cxreasonbench": "csv", "rexgradient": "csv",
     # datasets/seg2d layouts: the seg2d_folder loader and readers with other folder names
     "covid_semiseg": "seg2d_folder", "pranet_polyp": "seg2d_folder", "kvasir_seg": "seg2d_folder",
     "isic2018_task1": "seg2d_folder", "busi": "seg2d_folder",

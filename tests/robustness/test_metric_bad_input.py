@@ -55,9 +55,21 @@ def _phases() -> tuple[Any, Any]:
     return [np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 2])], [np.array([0, 0, 1, 2, 2, 2]), np.array([0, 1, 2, 2])]
 
 
+def _phase_frames() -> tuple[Any, Any]:
+    # frames of one video (no meta: the order given), 7 phases as Cholec80's
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(8, 7, generator=g, dtype=torch.float64), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+
+
 def _prob_maps() -> tuple[Any, Any]:
     g = torch.Generator().manual_seed(0)
     return torch.rand(2, 12, 12, generator=g, dtype=torch.float64), torch.randint(0, 2, (2, 12, 12), generator=g)
+
+
+def _boxes() -> tuple[Any, Any]:
+    # 3D boxes (x1, y1, z1, x2, y2, z2): predicted and reference, one per question
+    t = torch.tensor([[0, 0, 0, 4, 4, 4], [2, 2, 2, 6, 8, 5], [1, 0, 3, 2, 9, 4]], dtype=torch.float64)
+    return t + 0.5, t
 
 
 def _poison(x: Any, value: float) -> Any:
@@ -102,6 +114,8 @@ KINDS: dict[str, Kind] = {
     "detections": Kind(_detections),
     "phases": Kind(_phases, options={"num_classes": 3}),
     "prob_maps": Kind(_prob_maps),
+    "phase_frames": Kind(_phase_frames, options={"num_classes": 7}),
+    "boxes": Kind(_boxes),
 }
 
 # case → (how the batch is broken, what the error message must mention)

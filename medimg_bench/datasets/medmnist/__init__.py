@@ -11,17 +11,34 @@ is deflate-compressed (``np.savez_compressed``) it is extracted once to
 ``~/.cache/medimg_bench``, then ``medmnist``) and that file is memory-mapped, so DataLoader
 workers share pages instead of each holding a copy. ``mmap=False`` loads the split into memory.
 Labels are always loaded (a few bytes per sample).
+
+What the official release holds — the split sizes and MD5 of every flag at every size, per
+Zenodo record — is in ``release.py`` (:func:`split_sizes`, :func:`official_md5`,
+:func:`identify_file`); ``MedMNISTDataset.file_check()`` says whether a split's file is official.
 """
 
 from __future__ import annotations
 
-from medimg_bench.datasets.medmnist.dataset import MedMNISTDataset, medmnist
+from medimg_bench.datasets.medmnist.dataset import MedMNISTDataset, MedMNISTSource, medmnist
 from medimg_bench.datasets.medmnist.npz import npz_member
-from medimg_bench.datasets.medmnist.release import MEDMNIST_INFO
+from medimg_bench.datasets.medmnist.release import (
+    MEDMNIST_INFO,
+    RELEASES,
+    FileCheck,
+    identify_file,
+    official_md5,
+    split_sizes,
+)
 
 __all__ = [
     "MEDMNIST_INFO",
+    "RELEASES",
+    "FileCheck",
     "MedMNISTDataset",
+    "MedMNISTSource",
+    "identify_file",
     "medmnist",
     "npz_member",
+    "official_md5",
+    "split_sizes",
 ]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,29 @@ import torch
 
 from medimg_bench.datasets.base import PathManifestDataset
 from medimg_bench.datasets.medmnist.npz import npz_member
-from medimg_bench.datasets.medmnist.release import _SIZES_2D, _SIZES_3D, MEDMNIST_INFO
+from medimg_bench.datasets.medmnist.release import (
+    _SIZES_2D,
+    _SIZES_3D,
+    MEDMNIST_INFO,
+    FileCheck,
+    identify_file,
+    parse_file_name,
+)
 from medimg_bench.registry import register_dataset
 
-__all__ = ["MedMNISTDataset", "medmnist"]
+__all__ = ["MedMNISTDataset", "MedMNISTSource", "medmnist"]
+
+
+@dataclass(frozen=True)
+class MedMNISTSource:
+    """Where a split comes from: ``root/file``, its flag and split, and how images are read."""
+
+    root: Path
+    file: str
+    flag: str
+    split: str
+    mmap: bool = True
+    cache_dir: str | Path | None = None
 
 
 class MedMNISTDataset(PathManifestDataset):
@@ -28,33 +48,33 @@ class MedMNISTDataset(PathManifestDataset):
     def __init__(
         self,
         manifest: pd.DataFrame,
+        source: MedMNISTSource,
         *,
-        root: Path,
-        file: str,
-        flag: str,
-        split: str,
         images: np.ndarray,
         labels: np.ndarray,
-        mmap: bool = True,
-        cache_dir: str | Path | None = None,
         transform: Callable | None = None,
         upsample: int | None = None,
     ) -> None:
-        info = MEDMNIST_INFO[flag]
+        info = MEDMNIST_INFO[source.flag]
         self.upsample = upsample
         super().__init__(
             manifest,
-            root=root,
+            root=source.root,
             classes=info[3],
             transform=transform,
-            name=f"medmnist/{flag}",
+            name=f"medmnist/{source.flag}",
         )
-        self.flag, self.split, self.file = flag, split, file
+        self.flag, self.split, self.file = source.flag, source.split, source.file
         self.multilabel = info[0] == "multi-label"
         self.is3d = info[2]
-        self.mmap, self.cache_dir = mmap, cache_dir
+        self.mmap, self.cache_dir = source.mmap, source.cache_dir
         self.images: np.ndarray | None = images
         self.labels = labels
+
+    def file_check(self, *, warn: bool = True) -> FileCheck:
+        """The file's MD5 against the official release (see :func:`identify_file`)."""
+        flag, size = parse_file_name(self.file)
+        return identify_file(self.resolve(self.file), flag=self.flag, size=size, warn=warn)
 
     def __getstate__(self) -> dict[str, Any]:
         # a pickled np.memmap would be copied in full into every worker: re-map it there instead
@@ -122,56 +142,19 @@ def medmnist(
 
     ``split``: ``train``, ``val``, ``test``. Labels are checked against the class count; a label
     out of range raises naming the split and index. Ids are ``{flag}_{split}_{index:06d}``."""
-    name = "medmnist"
-    flag = flag.lower()
-    if flag not in MEDMNIST_INFO:
-        raise ValueError(f"{name}: unknown flag {flag!r}; one of {sorted(MEDMNIST_INFO)}")
-    split = {"valid": "val", "validation": "val"}.get(split, split)
-    if split not in ("train", "val", "test"):
-        raise ValueError(f"{name}: split must be 'train', 'val' or 'test', got {split!r}")
-    task, channels, is3d, classes = MEDMNIST_INFO[flag]
-    sizes = _SIZES_3D if is3d else _SIZES_2D
-    if size is not None and size not in sizes:
-        raise ValueError(f"{name}: size {size} not available for {flag} (sizes {sizes})")
-    if upsample is not None and (is3d or int(upsample) < 1):
-        raise ValueError(f"{name}: upsample={upsample} needs a 2D flag and a positive size")
+    flag, split = _check_options(flag, split, size, upsample)
     if root is None or str(root) in ("", "???"):
-        raise ValueError(f"{name}: set root= to the folder holding {flag}.npz")
+        raise ValueError(f"medmnist: set root= to the folder holding {flag}.npz")
     r = Path(root).expanduser()
-    candidates = [f"{flag}.npz"] if size in (None, 28) else []
-    if size not in (None, 28):
-        candidates = [f"{flag}_{size}.npz"]
-    elif size == 28:
-        candidates.append(f"{flag}_28.npz")
-    path = next((r / c for c in candidates if (r / c).exists()), None)
-    if path is None:
-        raise FileNotFoundError(f"{name}: none of {candidates} in {str(r)!r}")
+    path = _find_file(r, flag, size)
     images = npz_member(path, f"{split}_images", mmap=mmap, cache_dir=cache_dir)
-    labels = np.asarray(npz_member(path, f"{split}_labels", mmap=False))
-    n = images.shape[0]
-    if labels.shape[0] != n:
-        raise ValueError(
-            f"{name}: {path.name} has {n} {split}_images but {labels.shape[0]} {split}_labels"
-        )
-    k = len(classes)
-    labels = labels.reshape(n, -1)
-    if task == "multi-label":
-        if labels.shape[1] != k or not np.isin(labels, [0, 1]).all():
-            raise ValueError(
-                f"{name}: {path.name} {split}_labels must be N×{k} of 0/1, got shape {labels.shape}"
-            )
-    else:
-        bad = (labels[:, 0] < 0) | (labels[:, 0] >= k) if labels.shape[1] == 1 else np.ones(n, bool)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{name}: {path.name} {split}_labels[{i}] = {labels[i].tolist()} is not a class index in 0..{k - 1}"
-            )
-    expect = 4 if is3d or channels == 3 else 3
+    labels = _read_labels(path, flag, split, images.shape[0])
+    expect = 4 if MEDMNIST_INFO[flag][2] or MEDMNIST_INFO[flag][1] == 3 else 3
     if images.ndim != expect:
         raise ValueError(
-            f"{name}: {path.name} {split}_images has shape {images.shape}; {flag} expects {expect} axes"
+            f"medmnist: {path.name} {split}_images has shape {images.shape}; {flag} expects {expect} axes"
         )
+    n = images.shape[0]
     man = pd.DataFrame(
         {
             "id": [f"{flag}_{split}_{i:06d}" for i in range(n)],
@@ -179,18 +162,56 @@ def medmnist(
             "path": path.name,
         }
     )
-    if task != "multi-label":
+    if MEDMNIST_INFO[flag][0] != "multi-label":
         man["label"] = labels[:, 0].astype(int)
-    return MedMNISTDataset(
-        man,
-        root=r,
-        file=path.name,
-        flag=flag,
-        split=split,
-        images=images,
-        labels=labels,
-        mmap=mmap,
-        cache_dir=cache_dir,
-        transform=transform,
-        upsample=upsample,
-    )
+    source = MedMNISTSource(r, path.name, flag, split, mmap=mmap, cache_dir=cache_dir)
+    return MedMNISTDataset(man, source, images=images, labels=labels, transform=transform, upsample=upsample)
+
+
+def _check_options(flag: str, split: str, size: int | None, upsample: int | None) -> tuple[str, str]:
+    """``(flag, split)`` normalised; unknown flags, splits, sizes and upsampling refused."""
+    flag = flag.lower()
+    if flag not in MEDMNIST_INFO:
+        raise ValueError(f"medmnist: unknown flag {flag!r}; one of {sorted(MEDMNIST_INFO)}")
+    split = {"valid": "val", "validation": "val"}.get(split, split)
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"medmnist: split must be 'train', 'val' or 'test', got {split!r}")
+    is3d = MEDMNIST_INFO[flag][2]
+    sizes = _SIZES_3D if is3d else _SIZES_2D
+    if size is not None and size not in sizes:
+        raise ValueError(f"medmnist: size {size} not available for {flag} (sizes {sizes})")
+    if upsample is not None and (is3d or int(upsample) < 1):
+        raise ValueError(f"medmnist: upsample={upsample} needs a 2D flag and a positive size")
+    return flag, split
+
+
+def _find_file(root: Path, flag: str, size: int | None) -> Path:
+    """``{flag}.npz`` (or ``{flag}_28.npz``) for size 28, ``{flag}_{size}.npz`` otherwise."""
+    candidates = [f"{flag}.npz", f"{flag}_28.npz"] if size in (None, 28) else [f"{flag}_{size}.npz"]
+    if size is None:
+        candidates = candidates[:1]
+    path = next((root / c for c in candidates if (root / c).exists()), None)
+    if path is None:
+        raise FileNotFoundError(f"medmnist: none of {candidates} in {str(root)!r}")
+    return path
+
+
+def _read_labels(path: Path, flag: str, split: str, n: int) -> np.ndarray:
+    """``{split}_labels`` as ``(n, 1)`` class indices or ``(n, 14)`` 0/1; errors name the file."""
+    task, _, _, classes = MEDMNIST_INFO[flag]
+    labels = np.asarray(npz_member(path, f"{split}_labels", mmap=False))
+    if labels.shape[0] != n:
+        raise ValueError(f"medmnist: {path.name} has {n} {split}_images but {labels.shape[0]} {split}_labels")
+    k = len(classes)
+    labels = labels.reshape(n, -1)
+    if task == "multi-label":
+        if labels.shape[1] != k or not np.isin(labels, [0, 1]).all():
+            raise ValueError(f"medmnist: {path.name} {split}_labels must be N×{k} of 0/1, got shape {labels.shape}")
+        return labels
+    bad = (labels[:, 0] < 0) | (labels[:, 0] >= k) if labels.shape[1] == 1 else np.ones(n, bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"medmnist: {path.name} {split}_labels[{i}] = {labels[i].tolist()} is not a class index in 0..{k - 1}"
+        )
+    return labels

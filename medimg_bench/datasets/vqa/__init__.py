@@ -15,9 +15,11 @@ raise :class:`~medimg_bench.sample.SampleError` naming the sample and file when 
 from __future__ import annotations
 
 from medimg_bench.datasets.vqa.base import LETTERS, VQADataset
+from medimg_bench.datasets.vqa.cxreasonbench import cxreasonbench
 from medimg_bench.datasets.vqa.gmai_mmbench import gmai_mmbench
 from medimg_bench.datasets.vqa.medframeqa import medframeqa
 from medimg_bench.datasets.vqa.medxpertqa import medxpertqa_mm
+from medimg_bench.datasets.vqa.omnibrainbench import omnibrainbench
 from medimg_bench.datasets.vqa.omnimedvqa import omnimedvqa
 from medimg_bench.datasets.vqa.pathvqa import pathvqa
 from medimg_bench.datasets.vqa.pmc_vqa import pmc_vqa
@@ -30,9 +32,11 @@ __all__ = [
     "LETTERS",
     "VQADataset",
     "decode_image",
+    "cxreasonbench",
     "gmai_mmbench",
     "medframeqa",
     "medxpertqa_mm",
+    "omnibrainbench",
     "omnimedvqa",
     "pathvqa",
     "pmc_vqa",

@@ -3,8 +3,10 @@ token embeddings, precision / recall / F1 per pair. Equal to the ``bert-score`` 
 ``idf=False`` and no baseline rescaling for the same model and layer (tested on a tiny random
 BERT): special tokens carry zero weight, an empty candidate scores 0.
 
-Weights are never downloaded: ``model_path`` is a local folder (``save_pretrained`` layout) and
-the error names the option when it is missing.
+``model_path`` is a local folder (``save_pretrained`` layout) or a hub id (``roberta-large``,
+``org/name``), downloaded through ``huggingface_hub`` into its cache unless already there
+(``revision`` pins it; ``offline=True`` or ``HF_HUB_OFFLINE=1`` reads the cache only); errors
+name the option.
 """
 
 from __future__ import annotations
@@ -25,13 +27,20 @@ def bertscore(
     num_layers: int | None = None,
     batch_size: int = 32,
     device: str = "cpu",
+    revision: str | None = None,
+    offline: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-pair ``precision``, ``recall`` and ``f1`` arrays (N,) using the hidden states after
     ``num_layers`` layers (default: the last layer) of the model in ``model_path``."""
     if model_path is None:
-        raise ValueError("bertscore needs local weights: set model_path (option `model_path`) to "
-                         "a folder with a transformers model and tokenizer; nothing is downloaded")
-    path = Path(model_path)
+        raise ValueError("bertscore needs a model: set model_path (option `model_path`) to a folder "
+                         "with a transformers model and tokenizer or a hub id (e.g. roberta-large)")
+    path = Path(model_path).expanduser()
+    from medimg_bench.hub import looks_like_hub_id, resolve_transformers_snapshot
+
+    if not path.exists() and looks_like_hub_id(model_path):
+        path = resolve_transformers_snapshot(str(model_path), revision=revision, offline=offline,
+                                             what="bertscore model_path").path
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"bertscore: no model at {str(path)!r} (option `model_path`): config.json is missing")
     if len(generated) != len(references):

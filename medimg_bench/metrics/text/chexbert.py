@@ -1,9 +1,11 @@
 """CheXbert labels from local weights (optional, model-based alternative to the offline
 labeler): a BERT encoder with 13 four-way heads (blank, positive, negative, uncertain) and a
-two-way "No Finding" head on the [CLS] state, as in Smit et al., EMNLP 2020. Nothing is
-downloaded: ``checkpoint`` is the CheXbert state dict (``chexbert.pth``, read with
-``weights_only=True``) and ``bert_path`` a local folder with the BERT config and tokenizer
-(``bert-base-uncased``). Missing files are errors naming the option.
+two-way "No Finding" head on the [CLS] state, as in Smit et al., EMNLP 2020. ``checkpoint`` is
+the CheXbert state dict (``chexbert.pth``, read with ``weights_only=True``): a local file or a
+file on the Hugging Face Hub written ``hf://org/name[@revision]/chexbert.pth``; ``bert_path`` is
+the BERT config and tokenizer (``bert-base-uncased``): a local folder or a hub id. Hub files go
+through ``huggingface_hub`` into its cache (``HF_HUB_OFFLINE=1``: the cache only). Missing files
+are errors naming the option.
 """
 
 from __future__ import annotations
@@ -25,8 +27,20 @@ _CLASS_TO_LABEL = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}  # blank, positive, negat
 
 def _require(path: str | Path | None, option: str, what: str) -> Path:
     if path is None:
-        raise ValueError(f"CheXbert needs local weights: set `{option}` to {what}; nothing is downloaded")
-    p = Path(path)
+        raise ValueError(f"CheXbert needs weights: set `{option}` to {what}")
+    from medimg_bench.hub import (
+        looks_like_hub_id,
+        resolve_file,
+        resolve_transformers_snapshot,
+        split_hf_path,
+    )
+
+    if str(path).startswith("hf://"):
+        repo_id, revision, filename = split_hf_path(str(path))
+        return resolve_file(repo_id, filename, revision=revision, what=f"CheXbert `{option}`")[0]
+    p = Path(path).expanduser()
+    if not p.exists() and looks_like_hub_id(path):
+        return resolve_transformers_snapshot(str(path), what=f"CheXbert `{option}`").path
     if not p.exists():
         raise FileNotFoundError(f"CheXbert: {what} {str(p)!r} (option `{option}`) does not exist")
     return p
@@ -79,8 +93,9 @@ def chexbert_label_reports(
     import pandas as pd
     import torch
 
-    ckpt = _require(checkpoint, "chexbert_checkpoint", "the CheXbert checkpoint file (chexbert.pth)")
-    bert = _require(bert_path, "chexbert_bert_path", "a local bert-base-uncased folder")
+    ckpt = _require(checkpoint, "chexbert_checkpoint",
+                    "the CheXbert checkpoint (chexbert.pth, or hf://org/name/chexbert.pth)")
+    bert = _require(bert_path, "chexbert_bert_path", "a bert-base-uncased folder or hub id")
     tok, model = _build(bert, ckpt, device)
     rows: list[dict[str, float]] = []
     for start in range(0, len(texts), batch_size):

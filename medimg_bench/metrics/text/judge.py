@@ -71,7 +71,8 @@ def parse_judge_reply(text: str | None, n_options: int) -> str | None:
 
 def build_judge(spec: Any) -> Any:
     """A judge adapter from ``spec``: None / a mapping without ``model`` → no judge; an object with
-    ``generate`` → itself; ``{model: NAME, options: {...}}`` → ``create_model(NAME, **options)``
+    ``generate`` (or ``{model: adapter}``) → itself; ``{model: NAME, options: {...}}`` →
+    ``create_model(NAME, **options)``
     (options set to None are dropped, as the run pipeline does for models)."""
     if spec is None:
         return None
@@ -85,6 +86,8 @@ def build_judge(spec: Any) -> Any:
     name = spec.get("model")
     if not name:
         return None
+    if hasattr(name, "generate"):  # an adapter object given as the model
+        return name
     from medimg_bench.registry import create_model
 
     options = {str(k): v for k, v in dict(spec.get("options") or {}).items() if v is not None}

@@ -38,7 +38,12 @@ class VQAScores(Metric):
     value_range = (0.0, 1.0)  # every column is a share or a token overlap
     input_kind = "text"
 
-    def __init__(self, *, class_names: Sequence[str] | None = None, profile: str = "medimg_bench") -> None:
+    def higher_is_better_of(self, name: str) -> bool:
+        """Every column is better higher except ``unparsed_rate`` (the share of answers no rule parsed)."""
+        return name != "unparsed_rate"
+
+    def __init__(self, *, class_names: Sequence[str] | None = None, profile: str = "medimg_bench",
+                 judge_categories: Sequence[str] | None = None, judge_repeats: int = 1) -> None:
         from medimg_bench.metrics.text.vqa_profiles import PROFILES
 
         super().__init__(class_names=None)
@@ -48,6 +53,13 @@ class VQAScores(Metric):
         self.add_state("rows", [], dist_reduce_fx="cat")
         self.add_state("harness", [], dist_reduce_fx="cat")  # one column per figure of the profile
         self.add_state("withheld", [], dist_reduce_fx="cat")  # 1.0 where the answer is withheld
+        # the open-answer judge (scoring.judge.rubric): per question its score and the second
+        # judge's, and the verdict of each repeat / of the second judge (-1: not judged)
+        self.judge_categories = list(judge_categories) if judge_categories else None
+        self.judge_repeats = int(judge_repeats)
+        if self.judge_categories is not None:
+            self.add_state("judged", [], dist_reduce_fx="cat")
+            self.add_state("judge_labels", [], dist_reduce_fx="cat")
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
         if isinstance(preds, Mapping) or isinstance(targets, str):
@@ -77,6 +89,14 @@ class VQAScores(Metric):
                    for s in preds]
         self._add_ids(ids, len(rows))
         self.rows.append(torch.tensor(rows, dtype=torch.float64).reshape(-1, len(VQA_COLUMNS)))
+        if self.judge_categories is not None:
+            k = self.judge_repeats
+            self.judged.append(torch.tensor([[float(s.get("judge_score", nan)), float(s.get("judge2_score", nan))]
+                                             for s in preds], dtype=torch.float64).reshape(-1, 2))
+            labels = [list(s.get("judge_labels") or [-1] * k) + [int(s.get("judge2_label", -1))] for s in preds]
+            if any(len(lab) != k + 1 for lab in labels):
+                raise ValueError(f"{self.name}: expected {k} open-answer verdicts per judged question")
+            self.judge_labels.append(torch.tensor(labels, dtype=torch.int64).reshape(-1, k + 1))
         self.harness.append(torch.tensor(harness, dtype=torch.float64).reshape(len(preds), len(figures)))
         self.withheld.append(torch.tensor(withheld, dtype=torch.float64))
 
@@ -101,12 +121,36 @@ class VQAScores(Metric):
                            "(train_open_answers.json): set scoring.candidates")
         return out
 
+    def judge_agreement(self) -> dict[str, Any] | None:
+        """``summary.json["judge_agreement"]`` (see :func:`~medimg_bench.metrics.text.open_judge.
+        judge_agreement`) over the judged open questions; None without an open-answer judge."""
+        from medimg_bench.metrics.text.open_judge import judge_agreement
+
+        if self.judge_categories is None:
+            return None
+        k = self.judge_repeats
+        labels = torch.cat(self.judge_labels) if self.judge_labels else torch.empty(0, k + 1, dtype=torch.int64)
+        graded = labels[:, 0] >= 0
+        lab = labels[graded].numpy()
+        second = lab[:, k] if lab.shape[0] and (lab[:, k] >= 0).all() else None
+        out = judge_agreement(lab[:, :k], self.judge_categories, second=second)
+        judged = torch.cat(self.judged) if self.judged else torch.empty(0, 2, dtype=torch.float64)
+        scores = judged[graded]
+        out["judge_accuracy"] = round(float(scores[:, 0].mean()), 6) if scores.shape[0] else None
+        if second is not None:
+            out["judge2_accuracy"] = round(float(scores[:, 1].mean()), 6)
+        return out
+
     def summary_notes(self) -> dict[str, Any]:
         """For ``summary.json``: the harness figures of the profile (``harness``, see
-        :meth:`harness_figures`) and, where answers are withheld (GMAI-MMBench TEST), how many
-        and that those questions have no accuracy (their predictions are in ``submission.tsv``)."""
+        :meth:`harness_figures`), the open-answer judge's agreement (``judge_agreement``, with a
+        rubric) and, where answers are withheld (GMAI-MMBench TEST), how many and that those
+        questions have no accuracy (their predictions are in ``submission.tsv``)."""
         harness = self.harness_figures()
-        out = {"harness": harness} if harness else {}
+        out: dict[str, Any] = {"harness": harness} if harness else {}
+        agreement = self.judge_agreement()
+        if agreement is not None:
+            out["judge_agreement"] = agreement
         n = int(torch.cat(self.withheld).sum()) if self.withheld else 0
         if not n:
             return out
@@ -123,9 +167,14 @@ class VQAScores(Metric):
 
     def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
         table = torch.cat(self.rows) if self.rows else torch.empty(0, len(VQA_COLUMNS), dtype=torch.float64)
+        columns = list(VQA_COLUMNS)
+        if self.judge_categories is not None:  # judge_accuracy, judge2_accuracy (NaN: not judged)
+            judged = torch.cat(self.judged) if self.judged else torch.empty(0, 2, dtype=torch.float64)
+            table = torch.cat([table, judged], 1)
+            columns += ["judge_accuracy", "judge2_accuracy"]
         ids = list(self.ids)
         out = {}
-        for j, col in enumerate(VQA_COLUMNS):
+        for j, col in enumerate(columns):
             values = table[:, j : j + 1]
             if values.numel() and bool(values.isnan().all()):
                 continue  # a column no question covers (e.g. no open questions) is left out

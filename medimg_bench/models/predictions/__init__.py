@@ -13,6 +13,9 @@ tool's outputs are looked up by sample id and go through this package's metrics 
   report-generation repositories commit: ``dicom_id,report``, ``study_id,report``, ``id,text``...;
   or ``id_column`` / ``text_column``), served through the generative protocol (``generate``).
   Such a run reads no pixels: the dataset is told to skip its images.
+* per-frame phases (``task=phase_recognition``): a CSV or Parquet table with ``video``,
+  ``frame`` or ``time``, and ``phase`` or one score column per class (:mod:`.frames`), matched by
+  the frames' video and position; the run reads no pixels.
 * 2D maps: a folder of ``<id>.png`` / ``<id>.npy`` probability maps (:mod:`.maps`), served as
   float64 ``maps`` and thresholded ``labels``; a size mismatch with the mask names both files.
 
@@ -26,9 +29,10 @@ from __future__ import annotations
 
 from medimg_bench.models.predictions.answers import AnswersFromFile
 from medimg_bench.models.predictions.factory import predictions
+from medimg_bench.models.predictions.frames import FramePredictions
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.maps import MapsFromFolder, read_map
 from medimg_bench.models.predictions.scores import ScoresFromFile
 
-__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "MapsFromFolder", "AnswersFromFile", "predictions",
-           "read_map"]
+__all__ = ["ScoresFromFile", "LabelMapsFromFolder", "MapsFromFolder", "AnswersFromFile", "FramePredictions",
+           "predictions", "read_map"]

@@ -7,6 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_text_table
+from medimg_bench.models.predictions.frames import (
+    FramePredictions,
+    looks_like_frame_table,
+    phase_txt_files,
+)
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
 from medimg_bench.models.predictions.maps import MapsFromFolder
@@ -35,9 +40,10 @@ def predictions(
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
-    ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
-    makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
-    ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
+    ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``,
+    ``maps`` (2D PNG / .npy probability maps; ``threshold`` makes their ``labels``, ``resize``
+    allows maps of another size) or ``answers`` (alias ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
     ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
     of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
     CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
@@ -52,21 +58,29 @@ def predictions(
         if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
             raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
         if path is not None:
-            kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
+            kind = ("answers" if path.suffix == ".jsonl" or looks_like_text_table(path)
+                    else "frames" if looks_like_frame_table(path) else "classification")
+        elif phase_txt_files(root):
+            kind = "frames"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
         elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
             kind = "maps"
         else:
             raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores, a CSV/Parquet/JSONL of answers, a folder of <id>.nii.gz label maps "
-                             "or of <id>.png / .npy maps")
+                             "scores (or per-frame phases), a CSV/Parquet/JSONL of answers, a folder of "
+                             "<id>.nii.gz label maps, of <id>.png / .npy maps or of <video>-phase.txt")
     if kind == "classification":
         path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
         return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
                               scores=scores, multilabel=multilabel)
+    if kind == "frames":
+        path = _find(root, tables[:2]) or (root if phase_txt_files(root) else None)
+        if path is None:
+            raise FileNotFoundError(f"predictions: no predictions.csv/.parquet or *-phase.txt in {str(root)!r}")
+        return FramePredictions(path, classes=classes, num_classes=num_classes)
     if kind == "answers":
         path = _find(root, tables[::-1])
         if path is None:
@@ -77,4 +91,5 @@ def predictions(
         return LabelMapsFromFolder(root)
     if kind == "maps":
         return MapsFromFolder(root, threshold=threshold, resize=resize)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, answers or reports, got {kind!r}")
+    raise ValueError(f"predictions: kind must be auto, classification, frames, segmentation, maps, answers or "
+                     f"reports, got {kind!r}")

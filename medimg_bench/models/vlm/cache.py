@@ -63,7 +63,8 @@ def _canonical(obj: Any) -> str:
 
 
 def request_key(fingerprint: dict[str, Any], request: GenerationRequest) -> str:
-    """SHA-256 hex digest identifying ``request`` sent to the adapter with ``fingerprint``."""
+    """SHA-256 hex digest identifying ``request`` sent to the adapter with ``fingerprint``
+    (``request.key_extra``, when set, is part of it; requests without one keep their keys)."""
     payload = {
         "v": _KEY_VERSION,
         "fp": fingerprint,
@@ -71,6 +72,8 @@ def request_key(fingerprint: dict[str, Any], request: GenerationRequest) -> str:
         "images": [image_digest(im) for im in request.images],
         "settings": request.settings.to_dict(),
     }
+    if request.key_extra:
+        payload["extra"] = request.key_extra
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 

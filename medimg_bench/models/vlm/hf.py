@@ -62,6 +62,19 @@ def model_files_signature(path: str, *, revision: str | None = None) -> str | No
     return files_signature(folder)
 
 
+def _torch_dtype(dtype: str) -> Any:
+    """``auto`` → bfloat16 with CUDA, else float32; a name → that torch dtype."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    try:
+        return {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16,
+                "fp16": torch.float16, "float32": torch.float32, "fp32": torch.float32}[str(dtype)]
+    except KeyError:
+        raise ValueError(f"hf_vlm: unknown dtype {dtype!r} (auto, bfloat16, float16, float32)") from None
+
+
 def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], int]:
     """Chat messages in the transformers content-list format for ``request`` and the number of
     images they place. ``<image>`` in the user text marks where each image goes; images beyond
@@ -90,9 +103,12 @@ class HFVLMAdapter(GenerativeAdapter):
     """A transformers image-text-to-text model from a local folder (AutoProcessor + chat template).
 
     Args:
-        path: the model folder (``save_pretrained`` layout) or a hub id already in the local
-            Hugging Face cache (nothing is downloaded unless ``local_files_only=False``).
-        revision: hub revision (recorded in the identity).
+        path: the model folder (``save_pretrained`` layout) or a hub id (``org/name``), downloaded
+            with ``huggingface_hub`` into its cache unless already there (:mod:`medimg_bench.hub`).
+        revision: hub revision (branch, tag or commit); the identity records the commit it
+            resolved to, so a resume with another revision is refused.
+        offline (or its older name ``local_files_only``): never touch the network (as
+            ``HF_HUB_OFFLINE=1``); a hub id must then be in the cache.
         dtype: ``auto`` (bf16 when CUDA is available, else float32), ``bfloat16``, ``float16``,
             ``float32``.
         device_map: passed to ``from_pretrained`` (e.g. ``auto``) for models larger than one GPU;
@@ -123,14 +139,13 @@ class HFVLMAdapter(GenerativeAdapter):
         processor_kwargs: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
-        local_files_only: bool = True,
+        local_files_only: bool = False,
+        offline: bool = False,
         cache: bool = True,
         cache_path: str | None = None,
         cache_nondeterministic: bool = False,
         name: str = "",
     ) -> None:
-        import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
 
         super().__init__(name=name or "hf_vlm", settings=settings_from_options(
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed))
@@ -149,31 +164,17 @@ class HFVLMAdapter(GenerativeAdapter):
             raise ValueError(f"hf_vlm: path {self.path} is a file; give the model folder")
         if not local.exists() and self.path.startswith(("/", ".", "~")):
             raise FileNotFoundError(f"hf_vlm: model folder {self.path} does not exist")
-        if dtype == "auto":
-            torch_dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-        else:
-            try:
-                torch_dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-                               "float16": torch.float16, "fp16": torch.float16,
-                               "float32": torch.float32, "fp32": torch.float32}[str(dtype)]
-            except KeyError:
-                raise ValueError(f"hf_vlm: unknown dtype {dtype!r} (auto, bfloat16, float16, "
-                                 "float32)") from None
+        self.hub_snapshot = None
+        if not local.exists():  # a hub id: downloaded (or found in the cache) and pinned to its commit
+            from medimg_bench.hub import resolve_transformers_snapshot
+
+            self.hub_snapshot = resolve_transformers_snapshot(
+                self.path, revision=revision, what="hf_vlm model.options.path", offline=offline or local_files_only)
+            local = self.hub_snapshot.path
+        torch_dtype = _torch_dtype(dtype)
         self.dtype = str(torch_dtype).replace("torch.", "")
-        common: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code,
-                                  "local_files_only": local_files_only}
-        src = str(local) if local.exists() else self.path
-        try:
-            self.processor = AutoProcessor.from_pretrained(src, **common, **self.processor_kwargs)
-            kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
-            if device_map is not None:
-                kwargs["device_map"] = device_map
-            if attn_implementation:
-                kwargs["attn_implementation"] = attn_implementation
-            self.model = AutoModelForImageTextToText.from_pretrained(src, **kwargs).eval()
-        except (OSError, ValueError) as exc:
-            raise OSError(f"hf_vlm: cannot load an image-text-to-text model from {self.path}: "
-                          f"{exc}") from exc
+        self._load(local, torch_dtype, trust_remote_code=trust_remote_code,
+                   attn_implementation=attn_implementation)
         tok = getattr(self.processor, "tokenizer", None)
         if tok is None:
             raise ValueError(f"hf_vlm: the processor at {self.path} has no tokenizer")
@@ -186,10 +187,34 @@ class HFVLMAdapter(GenerativeAdapter):
         if not (getattr(self.processor, "chat_template", None) or getattr(tok, "chat_template", None)):
             raise ValueError(f"hf_vlm: the processor at {self.path} has no chat template; "
                              "pass model.options.chat_template")
-        self._signature = model_files_signature(self.path, revision=revision)
+        self._signature = files_signature(local)
+        from medimg_bench.hub import local_weights_record
+
+        #: where the weights came from, for the manifest (commit and SHA-256 of every file)
+        self.weight_sources = [self.hub_snapshot.record() if self.hub_snapshot is not None
+                               else local_weights_record(local)]
         self.device = str(getattr(self.model, "device", "cpu"))
         self.attach_cache(cache=cache, cache_path=cache_path,
                           cache_nondeterministic=cache_nondeterministic)
+
+    def _load(self, local: Path, torch_dtype: Any, *, trust_remote_code: bool,
+              attn_implementation: str | None) -> None:
+        """Processor and model from the local folder (never the network: a hub id was resolved
+        to its snapshot before)."""
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        common: dict[str, Any] = {"trust_remote_code": trust_remote_code, "local_files_only": True}
+        try:
+            self.processor = AutoProcessor.from_pretrained(str(local), **common, **self.processor_kwargs)
+            kwargs: dict[str, Any] = {"dtype": torch_dtype, **common}
+            if self.device_map is not None:
+                kwargs["device_map"] = self.device_map
+            if attn_implementation:
+                kwargs["attn_implementation"] = attn_implementation
+            self.model = AutoModelForImageTextToText.from_pretrained(str(local), **kwargs).eval()
+        except (OSError, ValueError) as exc:
+            raise OSError(f"hf_vlm: cannot load an image-text-to-text model from {self.path}: "
+                          f"{exc}") from exc
 
     # -- engine hooks -----------------------------------------------------------------------------
     def to(self, device: Any) -> HFVLMAdapter:
@@ -201,6 +226,8 @@ class HFVLMAdapter(GenerativeAdapter):
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"model": self.path, "revision": self.revision, "dtype": self.dtype,
                                  "files": self._signature}
+        if self.hub_snapshot is not None:
+            ident["commit"] = self.hub_snapshot.commit
         if self.processor_kwargs:
             ident["processor_kwargs"] = json.dumps(self.processor_kwargs, sort_keys=True, default=str)
         if self.chat_template is not None:

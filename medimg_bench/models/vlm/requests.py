@@ -41,6 +41,11 @@ class GenerationRequest:
 
     ``options``, when given, makes it a multiple-choice likelihood request: adapters that support
     it (``hf``) return the log-probability of each option's text in ``GenerationResponse.option_logprobs``.
+
+    ``key_extra`` records what shaped the request without being sent as text — how a volume was
+    sampled into ``images`` (``{"volume_sampling": {...}}``), which repeat of a judgment this is
+    (``{"judge_repeat": 2}``) — and joins the response-cache key, so a change of it never reuses
+    an answer. JSON-serialisable values only.
     """
 
     images: list[Any]
@@ -49,6 +54,7 @@ class GenerationRequest:
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     sample_id: str = ""
     options: list[str] | None = None
+    key_extra: dict[str, Any] | None = None
 
     def rendered_prompt(self) -> str:
         """The prompt as text (system and user), as stored with the response and in cache keys."""

@@ -90,3 +90,12 @@ def test_rotation_remaps_the_answer():
 def test_negated_option_phrases(response, letter):
     got, rule = extract_choice(response, OPTS)
     assert got == letter and (rule == "answer_phrase" if letter else rule == "unparsed")
+
+
+def test_unparsed_rate_is_better_lower_in_the_summary():
+    from medimg_bench.engine.summary import higher_is_better
+    from medimg_bench.metrics.text.vqa_metrics import VQAScores
+
+    m = VQAScores()
+    assert higher_is_better(m, "unparsed_rate") is False
+    assert higher_is_better(m, "accuracy") is True and higher_is_better(m, "accuracy_closed") is True

@@ -24,6 +24,13 @@ request's model; ``models_status`` other than 200: the models list fails with it
 
 ``GET /stats`` returns ``{"posts", "in_flight", "max_in_flight", "unauthorised", "model_lists"}``;
 ``POST /reset`` zeroes them and restores the default identity.
+
+``--replies FILE`` scripts the answers (a judge, say): a JSON list of rules ``{"contains": TEXT,
+"replies": [R0, R1, ...]}``; the first rule whose TEXT occurs in the request's system + user text
+answers ``R[n % len(R)]``, n counting earlier posts of the same body (so identical repeats can
+disagree, as a served model sometimes does); no matching rule → the echo. ``--max-concurrency N``
+processes at most N requests at a time (the rest wait their turn), as a served model with N
+slots does.
 """
 
 from __future__ import annotations
@@ -80,7 +87,16 @@ def _content(faults: dict[str, str], answer: str) -> object:
     return answer
 
 
-def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTPRequestHandler]:
+def _scripted(rules: list[dict] | None, text: str, attempt: int) -> str | None:
+    for rule in rules or []:
+        if rule["contains"] in text:
+            replies = rule["replies"]
+            return replies[attempt % len(replies)]
+    return None
+
+
+def make_handler(state: State, latency: float, key: str | None, rules: list[dict] | None = None,
+                 slots: threading.Semaphore | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK wait
@@ -138,7 +154,11 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
                 state.in_flight += 1
                 state.max_in_flight = max(state.max_in_flight, state.in_flight)
             try:
-                self._answer(raw)
+                if slots is not None:
+                    with slots:
+                        self._answer(raw)
+                else:
+                    self._answer(raw)
             finally:
                 with state.lock:
                     state.in_flight -= 1
@@ -172,9 +192,11 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
                         return
                     n_images += 1
             text = "".join(texts)
+            system = "".join(m["content"] for m in messages[:-1]
+                             if m.get("role") == "system" and isinstance(m.get("content"), str))
             with state.lock:
-                attempt = state.attempts.get(text, 0)
-                state.attempts[text] = attempt + 1
+                attempt = state.attempts.get(system + text, 0)
+                state.attempts[system + text] = attempt + 1
                 forced = str(state.identity.get("force") or "")  # faults for every request
             text_faults = text + forced
             for name, times, value in _FAULT.findall(text_faults):
@@ -203,7 +225,8 @@ def make_handler(state: State, latency: float, key: str | None) -> type[BaseHTTP
                     return
             if latency:
                 time.sleep(latency)
-            answer = f"echo: {text} | images={n_images}"
+            scripted = _scripted(rules, system + text, attempt)
+            answer = scripted if scripted is not None else f"echo: {text} | images={n_images}"
             if float(body.get("temperature") or 0) > 0 and body.get("seed") is None:
                 answer += f" | r={random.random():.6f}"
             faults = {name: value for name, _, value in _FAULT.findall(text_faults)}
@@ -245,10 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
     ap.add_argument("--require-key-env", default=None,
                     help="environment variable holding the key clients must send")
+    ap.add_argument("--replies", default=None, help="JSON file of scripted reply rules")
+    ap.add_argument("--max-concurrency", type=int, default=0, help="requests processed at a time (0: no limit)")
     args = ap.parse_args(argv)
     key = os.environ[args.require_key_env] if args.require_key_env else None
-    ThreadingHTTPServer.request_queue_size = 256
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(), args.latency, key))
+    rules = json.loads(open(args.replies, encoding="utf-8").read()) if args.replies else None
+    slots = threading.Semaphore(args.max_concurrency) if args.max_concurrency > 0 else None
+    ThreadingHTTPServer.request_queue_size = 1024
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(), args.latency, key, rules, slots))
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

@@ -1,0 +1,173 @@
+"""Planning an evaluation before any batch runs: which samples this process evaluates (shard,
+rank), what a resumed run already holds (its checkpoint), and what identifies the run (the
+fingerprints a checkpoint is keyed to, each computed once, when first needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from medimg_bench.datasets.base import dataset_identity
+from medimg_bench.engine.loader import sample_ids
+from medimg_bench.engine.options import EvalOptions
+from medimg_bench.engine.results import Records
+from medimg_bench.metrics.base import Metric
+
+__all__ = ["SamplePlan", "RunState", "RunIdentity", "plan_samples", "open_run_state", "shard_of",
+           "model_fingerprint", "metric_settings"]
+
+log = logging.getLogger(__name__)
+
+
+def shard_of(sample_id: str, n: int) -> int:
+    """The shard (``0..n-1``) of a sample: BLAKE2b of its id, so it is the same in every process,
+    on every machine and in every Python version (unlike ``hash()``)."""
+    digest = hashlib.blake2b(str(sample_id).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % n
+
+
+def model_fingerprint(model: Any) -> dict[str, Any]:
+    """What produced the predictions (see ``ModelAdapter.fingerprint``); generative adapters add
+    their default generation settings. A model without ``fingerprint()`` is known by its name."""
+    fp = getattr(model, "fingerprint", None)
+    if callable(fp):
+        out = dict(fp())
+        settings = getattr(model, "settings", None)
+        if settings is not None and hasattr(settings, "to_dict"):
+            out.setdefault("settings", settings.to_dict())
+        return out
+    name = getattr(model, "name", type(model).__name__)
+    log.warning("model %r has no fingerprint(): a resumed run can only check its name and class", name)
+    return {"name": name, "class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "note": "the model has no fingerprint(): only its name and class are checked on resume"}
+
+
+def _stable_repr(value: Any) -> str:
+    """``repr`` without memory addresses (``<Foo object at 0x7f…>``), the same in every process."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
+
+def object_settings(obj: Any) -> str:
+    """An object's class and public options (not its states), as a string."""
+    opts = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+    return f"{type(obj).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
+
+
+def metric_settings(metric: Metric) -> str:
+    """A metric's class and options (not its states): a checkpoint made with other settings
+    must not be resumed."""
+    opts = {k: v for k, v in vars(metric).items() if k not in metric._defaults and not k.startswith("_")}
+    return f"{type(metric).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
+
+
+@dataclass
+class SamplePlan:
+    """The dataset positions this process evaluates, in order (``indices`` None: all of them)."""
+
+    n_dataset: int
+    indices: list[int] | None = None
+    ids: list[str] | None = None  # every id in dataset order, once something needed them
+    shard: tuple[int, int] | None = None
+    rank: int = 0
+    world_size: int = 1
+
+    def all_ids(self, dataset: Any) -> list[str]:
+        """Every sample id in dataset order (read once)."""
+        if self.ids is None:
+            self.ids = sample_ids(dataset)
+        return self.ids
+
+    @property
+    def positions(self) -> Sequence[int]:
+        return self.indices if self.indices is not None else range(self.n_dataset)
+
+
+def plan_samples(dataset: Any, options: EvalOptions) -> SamplePlan:
+    """Shard selection (``shard=i/n``: the ids hashing to ``i``), then this rank's share under
+    ``torchrun`` (every ``world_size``-th sample, no padding)."""
+    from medimg_bench.engine.distributed import ShardSampler, world
+
+    rank, world_size = world()
+    plan = SamplePlan(n_dataset=len(dataset), shard=options.shard, rank=rank, world_size=world_size)
+    if options.shard is not None:
+        i_shard, n_shard = options.shard
+        plan.indices = [i for i, sid in enumerate(plan.all_ids(dataset)) if shard_of(sid, n_shard) == i_shard]
+    if world_size > 1:
+        base = plan.positions
+        plan.indices = [base[j] for j in ShardSampler(len(base))]
+    return plan
+
+
+class RunIdentity:
+    """What produced a run's numbers: the data's identity (manifest, file contents, options;
+    ``datasets/base.py``), computed for every run since the manifest of the results holds it
+    (file hashes are cached), and the checkpoint key, computed when first needed (hashing the
+    weights takes ~1 s per GB: a run that never saves a checkpoint does not)."""
+
+    def __init__(self, dataset: Any, task: Any, model: Any, metrics: Mapping[str, Metric],
+                 options: EvalOptions) -> None:
+        self.dataset, self.task, self.model, self.metrics, self.options = dataset, task, model, metrics, options
+        self.data = dataset_identity(dataset)
+
+    def checkpoint_key(self) -> dict[str, Any]:
+        """The key every checkpoint part carries: a part of another run is refused by field."""
+        return {
+            "dataset": self.data,
+            "task": object_settings(self.task),
+            "model": model_fingerprint(self.model),
+            "metrics": {k: metric_settings(m) for k, m in sorted(self.metrics.items())},
+            "amp": bool(self.options.amp),
+            "shard": list(self.options.shard) if self.options.shard else None,
+        }
+
+
+@dataclass
+class RunState:
+    """What the run holds so far: restored from its checkpoint, then grown by the loop."""
+
+    records: Records = field(default_factory=Records)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)  # ids processed, scored or failed
+    segments: list[dict[str, Any]] = field(default_factory=list)  # earlier process lifetimes
+    #: metric name → ``cat`` state → items restored (moved to the device of the first update)
+    pending_restore: dict[str, dict[str, int]] = field(default_factory=dict)
+    checkpoint: Any = None  # engine.checkpoint.Checkpoint, or None
+    retried: list[str] = field(default_factory=list)  # failed earlier, predicted again now
+
+
+def open_run_state(plan: SamplePlan, identity: RunIdentity, start_time: str) -> RunState:
+    """The run's state: empty, or restored from ``options.checkpoint`` when it holds parts of
+    this run (then ``plan`` keeps only the samples not done). With ``retry_failed`` the samples
+    that failed before are taken out of the restored state and evaluated again."""
+    options = identity.options
+    state = RunState()
+    if options.checkpoint is None:
+        return state
+    from medimg_bench.engine.checkpoint import Checkpoint, restore_metrics
+
+    ckpt = Checkpoint(options.checkpoint, key=identity.checkpoint_key, rank=plan.rank, world_size=plan.world_size)
+    state.checkpoint = ckpt
+    saved = ckpt.load()
+    if saved is not None:
+        metrics = identity.metrics
+        restore_metrics(metrics, saved["metrics"])  # on the CPU; moved on first update
+        state.pending_restore = {k: {s: len(v) for s, v in saved["metrics"][k].items() if isinstance(v, list)}
+                                 for k in metrics}
+        state.records, state.failures, state.done = saved["records"], saved["failures"], saved["done"]
+        state.segments = saved["segments"]
+        if options.retry_failed and state.failures:
+            state.retried = [f["id"] for f in state.failures]
+            again = set(state.retried)
+            state.done = [sid for sid in state.done if sid not in again]
+            state.failures = []
+            ckpt.drop_on_next_save(state.retried)
+        ckpt.mark_saved(done=state.done, records=state.records, failures=state.failures, metrics=metrics)
+        seen = set(state.done)
+        all_ids = plan.all_ids(identity.dataset)
+        plan.indices = [i for i in plan.positions if all_ids[i] not in seen]
+    ckpt.begin_segment(start_time, index=len(state.segments))
+    return state

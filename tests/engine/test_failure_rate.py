@@ -1,0 +1,81 @@
+"""A run whose samples (nearly) all failed is not a success: the CLI exits non-zero, saying why,
+after writing the run directory; the Python API only reports it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from medimg_bench.cli import EXIT_FAILED_SAMPLES, _failure_verdict, _max_failure_rate
+from medimg_bench.engine.results import Results
+
+
+def _results(n, failed, name="classification/x"):
+    rows = [{"id": f"s{i}", "status": "failed" if i < failed else "ok",
+             "error": f"[load] OSError: cannot read s{i}.png" if i < failed else None} for i in range(n)]
+    samples = pd.DataFrame(rows)
+    summary = {"n_samples": n, "n_failed": failed, "failed_ids": [f"s{i}" for i in range(failed)]}
+    return Results(name=name, task=None, samples=samples, summary=summary, manifest={})
+
+
+def test_failure_rate_rule():
+    assert _results(10, 10).exceeds_failure_rate()  # nothing scored: fails even at 1.0
+    assert _results(0, 0).exceeds_failure_rate()  # an empty run scored nothing either
+    assert not _results(10, 9).exceeds_failure_rate()  # the default fails only "none scored"
+    assert not _results(100, 5).exceeds_failure_rate(0.05)  # at the limit: not more than it
+    assert _results(100, 6).exceeds_failure_rate(0.05)
+    assert not _results(100, 0).exceeds_failure_rate(0.0)
+    assert _results(100, 1).exceeds_failure_rate(0.0)
+
+
+def test_failure_report_names_the_count_and_the_first_errors():
+    assert _results(100, 5).failure_report(0.05) is None
+    text = _results(100, 6).failure_report(0.05)
+    assert "6 of 100 samples failed (6.0%), more than max_failure_rate=0.05" in text
+    assert "s0: [load] OSError: cannot read s0.png" in text and "s2:" in text and "s3:" not in text
+    assert "and 3 more" in text
+    none = _results(4, 4).failure_report()
+    assert "no sample was scored (4 of 4 failed)" in none
+    bench = _failure_verdict({"a": _results(4, 4, "a"), "b": _results(4, 0, "b")}, 1.0)
+    assert "a: no sample was scored" in bench and "b:" not in bench and f"exit {EXIT_FAILED_SAMPLES}" in bench
+    assert _failure_verdict(_results(4, 1), 1.0) is None
+    assert _failure_verdict(object(), 0.0) is None  # protocol results: not per-sample runs
+
+
+def test_max_failure_rate_from_the_config():
+    from medimg_bench.runs import compose_config
+
+    assert _max_failure_rate(compose_config([])) == 1.0
+    assert _max_failure_rate(compose_config(["max_failure_rate=0.05"])) == 0.05
+    for bad in ("1.5", "-0.1", "lots"):
+        with pytest.raises(ValueError, match="max_failure_rate"):
+            _max_failure_rate(compose_config([f"max_failure_rate={bad}"]))
+
+
+TINY = ["dataset.options.n=12", "dataset.options.size=16", "model.options.model_name=resnet10t",
+        "bootstrap.n_resamples=10", "progress=false", "batch_size=8"]
+
+
+def test_cli_exits_non_zero_when_no_sample_was_scored_and_keeps_the_run_directory(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.runs import compose_config
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    dcfg = OmegaConf.to_container(compose_config(TINY).dataset, resolve=True)
+    ds = build_dataset(dcfg, dcfg["split"])
+    for image in ds.manifest["image"]:  # the data server is down: every sample fails to load
+        ds.resolve(image).write_bytes(b"not a png")
+    out = subprocess.run([sys.executable, "-m", "medimg_bench.cli", "run", f"hydra.run.dir={tmp_path}/run", *TINY,
+                          "model.options.in_channels=1"],  # not inferred: no sample loads
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == EXIT_FAILED_SAMPLES, out.stderr
+    assert f"no sample was scored ({len(ds)} of {len(ds)} failed)" in out.stderr
+    assert f"{ds.sample_id(0)}: [load]" in out.stderr and "Traceback" not in out.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # nothing computed is lost
+    assert summary["n_failed"] == len(ds)
