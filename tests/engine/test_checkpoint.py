@@ -242,7 +242,7 @@ def test_a_run_that_never_saves_computes_no_checkpoint_key(tmp_path, monkeypatch
     """The key (the weights' hash) is computed when a save or a resume needs it; the dataset's
     identity (manifest, file contents) once, for the manifest and the key. (A run with failures
     saves at the end.)"""
-    cxr = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
+    cxr = create("synthetic_cxr", cache_dir=tmp_path / "data", split="all", n=8, size=16)
     calls = []
     real = type(cxr).identity
     monkeypatch.setattr(type(cxr), "identity", lambda self: calls.append(1) or real(self))
