@@ -25,6 +25,9 @@ def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
     return create_dataset(dcfg["name"], split=split, **kwargs)
 
 
+_NULL_IS_A_VALUE = frozenset({"api_key_env"})
+
+
 def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
     """Create the model of a ``model`` config node, its head and input shaped by ``dataset``."""
     from medimg_bench.registry import MODELS, create_model
@@ -36,7 +39,10 @@ def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
         stored = "predictions" in MODELS.entry(mcfg["name"]).tags  # stored predictions read no pixels
         if options.get("in_channels") is None and len(dataset) and not stored:
             options["in_channels"] = infer_channels(dataset)
-    model = create_model(mcfg["name"], **{k: v for k, v in options.items() if v is not None})
+    # null drops an option (the adapter's default applies), except where null is itself a choice:
+    # api_key_env=null means "send no key", as =none does
+    model = create_model(mcfg["name"], **{k: v for k, v in options.items()
+                                          if v is not None or k in _NULL_IS_A_VALUE})
     return _checked_ids(model, dataset)
 
 

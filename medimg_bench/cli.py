@@ -45,8 +45,12 @@ def _hydra_run(argv: Sequence[str]) -> int:
 
     from medimg_bench.resources import config_dir
     from medimg_bench.runs import run_config
+    from medimg_bench.runs.compose import check_overrides, resolve_aliases
 
-    error = _check_launcher(argv)
+    argv, notes = resolve_aliases(argv)
+    for note in notes:
+        print(f"medimg-bench run: {note}", file=sys.stderr)
+    error = _check_launcher(argv) or check_overrides(argv)
     if error:
         print(f"medimg-bench run: {error}", file=sys.stderr)
         return 2
@@ -231,7 +235,7 @@ def _datasets(argv: Sequence[str]) -> int:
         "split and patient leakage between splits. Exit 0 ok, 1 problems, 2 invalid config.",
     )
     parser.add_argument("config", help="a name in configs/dataset/ or a path to a dataset .yaml")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. root=/data/nih")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. root=/data/nih or dataset.root=/data/nih")
     parser.add_argument("--no-pixels", action="store_true", help="only check the manifest and files")
     parser.add_argument("--max-samples", type=int, default=None, help="read at most N samples per split")
     parser.add_argument("--hash-images", action="store_true", help="also find identical image files across splits")
@@ -254,7 +258,9 @@ def _datasets(argv: Sequence[str]) -> int:
     if not path.exists():
         print(f"medimg-bench datasets check: no dataset config {args.config!r}", file=sys.stderr)
         return 2
-    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(args.overrides)))
+    # `dataset.root=` as `run` takes it, or `root=`: both name the dataset config's keys
+    dotlist = [o[len("dataset."):] if o.startswith("dataset.") else o for o in args.overrides]
+    cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(dotlist))
     return run_check(
         OmegaConf.to_container(cfg, resolve=True), read_pixels=not args.no_pixels,
         max_samples=args.max_samples, hash_images=args.hash_images, num_workers=args.workers,

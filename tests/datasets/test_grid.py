@@ -65,7 +65,7 @@ def _table(root: Path) -> tuple[object, Path]:
 
 
 def _synthetic_ct(root: Path) -> tuple[object, Path]:
-    ds = create("synthetic_ct", root / "ct", n=2, shape=(16, 12, 8), split=None)
+    ds = create("synthetic_ct", cache_dir=root / "ct", n=2, shape=(16, 12, 8), split=None)
     return ds, ds.resolve(ds.manifest["mask"].iloc[0])
 
 

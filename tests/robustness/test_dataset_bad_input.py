@@ -105,12 +105,12 @@ def _brats(root: Path):
 
 
 def _synthetic_ct(root: Path):
-    ds = create("synthetic_ct", root / "ct", n=2, shape=(16, 12, 8), split=None)
+    ds = create("synthetic_ct", cache_dir=root / "ct", n=2, shape=(16, 12, 8), split=None)
     return ds, ds.resolve(ds.manifest["image"].iloc[0])
 
 
 def _synthetic_cxr(root: Path):
-    ds = create("synthetic_cxr", root / "cxr", n=4, size=16, split=None)
+    ds = create("synthetic_cxr", cache_dir=root / "cxr", n=4, size=16, split=None)
     return ds, ds.resolve(ds.manifest["image"].iloc[0])
 
 

@@ -267,6 +267,8 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         self.verify_server = bool(verify_server)
         self._models: dict[str, Any] | None = None  # the server's /v1/models entry, once
         self._seen: set[str] = set()  # served_by of the answers received live
+        if logging.getLogger("httpx").level == logging.NOTSET:  # not one INFO line per request
+            logging.getLogger("httpx").setLevel(logging.WARNING)
         api_key_env = none_if_null(api_key_env)
         self.api_key_env = api_key_env
         key = None
