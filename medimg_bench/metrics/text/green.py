@@ -28,9 +28,11 @@ their first 300 words, as ``make_prompt`` does. The model is any ``generate`` ca
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -197,6 +199,10 @@ class Green(Metric):
     per_sample = True
     higher_is_better = True
     input_kind = "text"
+    #: error counts are lower-is-better; the score and matched findings higher
+    directions = MappingProxyType({c: False for c in GREEN_COLUMNS if c.startswith(("sig_", "insig_"))})
+    value_range = (0.0, math.inf)
+    value_ranges = MappingProxyType({"green": (0.0, 1.0)})
 
     def __init__(self, *, generate: Callable[[list[str]], list[str]] | None = None, replies: bool = False,
                  prompt_file: str | None = None, max_words: int = 300,

@@ -178,6 +178,7 @@ class RadGraphF1(Metric):
     per_sample = True
     higher_is_better = True
     input_kind = "text"
+    value_range = (0.0, 1.0)
 
     def __init__(self, *, version: str = "main", annotated: bool = False, model: str = "radgraph",
                  model_cache_dir: str | None = None, annotator: Callable[[list[str]], list[Annotation]] | None = None,

@@ -98,3 +98,10 @@ def test_model_reply_count_mismatch_and_missing_model() -> None:
         green_scores(["a"], ["b"], generate=lambda p: [])
     with pytest.raises(ValueError, match="GREEN model"):
         Green()
+
+
+def test_error_counts_are_lower_is_better() -> None:
+    m = Green(replies=True)
+    assert m.higher_is_better_of("green") is True and m.higher_is_better_of("matched") is True
+    assert m.higher_is_better_of("sig_a") is False and m.higher_is_better_of("insig_f") is False
+    assert m.range_of("green") == (0.0, 1.0)
