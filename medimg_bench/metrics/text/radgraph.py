@@ -129,15 +129,20 @@ def load_annotator(model: str | Path = "radgraph", *, model_cache_dir: str | Pat
                    batch_size: int = 1, cuda: int | None = None) -> Callable[[list[str]], list[Annotation]]:
     """Texts → RadGraph annotations with the ``radgraph`` package's model ``model``
     ("radgraph", "radgraph-xl", "modern-radgraph-xl") whose archive lies in ``model_cache_dir``
-    (a local path; nothing is downloaded). Raises with what is missing when it cannot load."""
+    (a local path: ``model_cache_dir/<model>/`` holds the extracted archive; nothing is
+    downloaded; the archive's BERT tokenizer/embedder is read from the Hugging Face cache). Raises
+    with what is missing when it cannot load."""
+    # the package downloads into model_cache_dir/<model> when that folder is empty: require it filled
+    folder = Path(model_cache_dir) / str(model) if model_cache_dir is not None else None
+    if folder is None or not (folder / "config.json").is_file() or not (folder / "weights.th").is_file():
+        raise FileNotFoundError(f"radgraph_f1: {str(folder)!r} does not hold the extracted {model!r} model "
+                                "(config.json, weights.th, vocabulary/ from the radgraph package's archive); "
+                                "set model_cache_dir to its parent — medimg_bench downloads no weights")
     try:
         from radgraph import RadGraph  # type: ignore[import-not-found]
     except ImportError as exc:
         raise RuntimeError("radgraph_f1: annotating texts needs the 'radgraph' package (pip install "
                            "radgraph==0.1.18) and its model weights; or pass annotations directly") from exc
-    if model_cache_dir is None or not Path(model_cache_dir).is_dir():
-        raise FileNotFoundError(f"radgraph_f1: model_cache_dir {model_cache_dir!r} is not a folder holding the "
-                                f"{model!r} archive; the weights are not downloaded by medimg_bench")
     graph = RadGraph(model_type=str(model), model_cache_dir=str(model_cache_dir), batch_size=batch_size, cuda=cuda)
 
     def annotate(texts: list[str]) -> list[Annotation]:

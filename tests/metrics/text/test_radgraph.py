@@ -83,8 +83,16 @@ def test_bad_annotation_names_the_pair() -> None:
 
 
 def test_model_refused_clearly_without_weights(tmp_path: Path) -> None:
-    with pytest.raises((RuntimeError, FileNotFoundError), match="radgraph"):
+    with pytest.raises(FileNotFoundError, match="does not hold the extracted 'radgraph' model"):
         load_annotator("radgraph", model_cache_dir=tmp_path / "absent")
+    (tmp_path / "radgraph").mkdir()
+    (tmp_path / "radgraph" / "config.json").write_text("{}")
+    (tmp_path / "radgraph" / "weights.th").write_bytes(b"")
+    try:
+        import radgraph  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match="needs the 'radgraph' package"):
+            load_annotator("radgraph", model_cache_dir=tmp_path)
     m = RadGraphF1(model_cache_dir=str(tmp_path / "absent"))
     with pytest.raises((RuntimeError, FileNotFoundError), match="radgraph"):
         m.update(["effusion"], ["effusion"])
