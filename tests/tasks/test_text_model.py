@@ -39,9 +39,28 @@ def test_adapter_as_green_model() -> None:
     (req,) = adapter.requests
     assert req.settings.temperature == 0.0 and req.settings.max_new_tokens == 1024
     assert "effusion and a nodule" in req.user and req.images == []
+    ident = m.identity()
+    assert ident["prompt"] == "medimg_bench" and len(ident["prompt_sha256"]) == 64
+    assert ident["model"] == adapter.fingerprint()
 
 
 def test_failed_request_is_an_error() -> None:
     m = Green(generate=text_model_generate(ScriptedGreen(fail=True)))
     with pytest.raises(RuntimeError, match="pair 0 failed: server down"):
         m.update(["a"], ["b"])
+
+
+def test_green_requests_go_through_the_response_cache(tmp_path) -> None:
+    first = ScriptedGreen()
+    first.attach_cache(cache_path=tmp_path / "responses.sqlite")
+    a = Green(generate=text_model_generate(first))
+    a.update(["effusion and a nodule"], ["effusion, edema, cardiomegaly"])
+    again = ScriptedGreen()
+    again.attach_cache(cache_path=tmp_path / "responses.sqlite")
+    b = Green(generate=text_model_generate(again))
+    b.update(["effusion and a nodule"], ["effusion, edema, cardiomegaly"])
+    assert len(first.requests) == 1 and again.requests == []  # the re-run asked the model nothing
+    assert b.compute().tolist() == a.compute().tolist()
+    c = Green(generate=text_model_generate(again, max_new_tokens=99))
+    c.update(["effusion and a nodule"], ["effusion, edema, cardiomegaly"])
+    assert len(again.requests) == 1  # other settings: a new request

@@ -239,6 +239,16 @@ class Green(Metric):
     def compute(self) -> torch.Tensor:
         return self.values()[1].mean(0)
 
+    def identity(self) -> dict[str, Any]:
+        """What pins a GREEN number: the prompt (ours or the file, with its SHA-256), the word
+        limit and the GREEN model's identity when ``generate`` carries one."""
+        import hashlib
+
+        template = load_green_template(self.prompt_file)
+        return {"prompt": "medimg_bench" if self.prompt_file is None else str(self.prompt_file),
+                "prompt_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+                "max_words": self.max_words, "model": getattr(self.generate, "identity", None)}
+
     def error_free_share(self) -> torch.Tensor:
         """Share of reports with no clinically significant error of each kind (a)–(f), as the
         authors' ``compute_accuracy`` reports it."""
