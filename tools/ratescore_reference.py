@@ -34,6 +34,22 @@ def _load(root: Path) -> types.ModuleType:
     return scorer
 
 
+def _span_cases(rng: random.Random) -> list[dict]:
+    """RaTE-NER span decoding (``utils.post_process``) on generated token / BIO label sequences."""
+    import RaTEScore.utils as rutils  # noqa: PLC0415 - the reference, from RATESCORE_DIR
+
+    tok = types.SimpleNamespace(convert_tokens_to_string=lambda toks: " ".join(toks))
+    labels = ["O", "O", *(f"{p}-{t}" for p in "BI" for t in TYPES)]
+    out = []
+    for _ in range(400):
+        n = rng.randint(1, 12)
+        tokens = ["[CLS]", *(f"w{k}" for k in range(n)), "[SEP]"]
+        pad = rng.randint(0, 3)  # labels run over padding, as the model's argmax does
+        lab = [rng.choice(labels) if rng.random() < 0.7 else rng.choice(labels[2:]) for _ in range(len(tokens) + pad)]
+        out.append({"tokens": tokens, "labels": lab, "entities": [list(p) for p in rutils.post_process(tokens, lab, tok)]})
+    return out
+
+
 def main() -> None:
     scorer = _load(Path(os.environ.get("RATESCORE_DIR", "/tmp/rate/x")))
     rng = random.Random(20261125)
@@ -72,7 +88,8 @@ def main() -> None:
         scores = rs.compute_score(ids, ids)
         for c, s in zip(cases, scores):
             c[f"score_{matrix}"] = float(s)
-    OUT.write_text(json.dumps({"meta": {"package": "ratescore==0.6.0"},
+    spans = _span_cases(rng)
+    OUT.write_text(json.dumps({"meta": {"package": "ratescore==0.6.0"}, "spans": spans,
                                "matrices": {"long": scorer.DEFAULT_MATRIX_LONG, "short": scorer.DEFAULT_MATRIX_SHORT},
                                "cases": cases}))
     print(f"wrote {len(cases)} cases to {OUT}")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import register_metric
 
-__all__ = ["AFFINITY", "RATESCORE_TYPES", "ratescore_pair", "ratescore_scores", "load_biolord_encoder", "RaTEScoreMetric"]
+__all__ = ["AFFINITY", "RATESCORE_TYPES", "decode_rate_spans", "ratescore_pair", "ratescore_scores", "load_biolord_encoder", "RaTEScoreMetric"]
 
 RATESCORE_TYPES = ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY")
 
@@ -98,6 +98,42 @@ AFFINITY: dict[str, dict[str, float]] = {
 _NEGATED = {("NON-DISEASE", "DISEASE"), ("NON-ABNORMALITY", "ABNORMALITY"), ("DISEASE", "NON-DISEASE"),
             ("ABNORMALITY", "NON-ABNORMALITY"), ("NON-DISEASE", "ABNORMALITY"), ("NON-ABNORMALITY", "DISEASE"),
             ("DISEASE", "NON-ABNORMALITY"), ("ABNORMALITY", "NON-DISEASE")}
+
+
+def decode_rate_spans(tokens: Sequence[str], labels: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(first, last, type) token spans of RaTE-NER's BIO labels, read as the package's
+    ``post_process`` reads them (``labels`` may run past ``tokens``, over padding): a B- opens a
+    span (closed at once before another B- or an O), an I- before a B- or an O closes the open
+    span, [CLS]/[SEP] are skipped, a span still open at the end runs to the last word token."""
+    spans: list[tuple[int, int, str]] = []
+    start: int | None = None
+    end: int | None = None
+    kind: str | None = None
+    for i, (tok, lab) in enumerate(zip(tokens, labels[: len(tokens)])):
+        if tok in ("[CLS]", "[SEP]") or lab == "O" or i >= len(labels) - 1:
+            continue
+        nxt = labels[i + 1]
+        if lab.startswith("B-"):
+            if nxt.startswith("I-"):
+                start, kind = i, lab[2:]
+            elif nxt.startswith("B-"):
+                start = end = i
+                spans.append((i, i, lab[2:]))
+                kind = lab[2:]  # the package leaves this span open again (start = end = i)
+            elif nxt.startswith("O"):
+                spans.append((i, i, lab[2:]))
+                start = end = kind = None
+        elif lab.startswith("I-") and (nxt.startswith("B-") or nxt.startswith("O")):
+            end = i
+            if start is not None:
+                spans.append((start, end, kind))  # type: ignore[arg-type]
+            if nxt.startswith("B-"):
+                start, kind = i, lab[2:]
+            else:
+                start = end = kind = None
+    if start is not None and end is None:
+        spans.append((start, len(tokens) - 2, kind))  # type: ignore[arg-type]
+    return spans
 
 
 def _matrix(affinity: str | dict[str, float]) -> dict[tuple[str, str], float]:

@@ -13,6 +13,7 @@ import torch
 from medimg_bench.metrics.text.ratescore import (
     AFFINITY,
     RaTEScoreMetric,
+    decode_rate_spans,
     load_biolord_encoder,
     ratescore_pair,
 )
@@ -66,3 +67,9 @@ def test_refusals(tmp_path: Path) -> None:
         RaTEScoreMetric(affinity="medium")
     with pytest.raises(ValueError, match="unknown entity type"):
         ratescore_pair(torch.ones(1, 2), torch.ones(1, 2), ["TUMOUR"], ["ANATOMY"])
+
+
+def test_ner_span_decoding_equals_post_process() -> None:
+    for i, c in enumerate(DATA["spans"]):
+        got = [[" ".join(c["tokens"][a:b + 1]), t] for a, b, t in decode_rate_spans(c["tokens"], c["labels"])]
+        assert got == c["entities"], i
