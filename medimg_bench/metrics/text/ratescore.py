@@ -14,13 +14,15 @@ negation weight; that version is not offered.
 The affinity matrices ``"long"`` (default) and ``"short"`` are the package's numbers
 (:data:`AFFINITY`). Equal to the package's ``compute_score`` on 300 generated entity sets
 (tests/metrics/text/test_ratescore.py). The models load from local paths (``ner_model=``,
-``encoder_model=``) through transformers; the NER's sentence splitting and span decoding are the
-package's own (medspacy), so entity extraction needs the ``RaTEScore`` package installed, or an
-``ner=`` callable (texts → lists of (entity, type)).
+``encoder_model=``) through transformers; the NER's span decoding is the package's
+(:func:`decode_rate_spans`, equal on generated label sequences), its sentence splitting a simple
+rule instead of medspacy's PyRuSH; an ``ner=`` callable (texts → lists of (entity, type)) may
+replace it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ import torch.nn.functional as F
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import register_metric
 
-__all__ = ["AFFINITY", "RATESCORE_TYPES", "decode_rate_spans", "ratescore_pair", "ratescore_scores", "load_biolord_encoder", "RaTEScoreMetric"]
+__all__ = ["AFFINITY", "RATESCORE_TYPES", "decode_rate_spans", "load_rate_ner", "ratescore_pair", "ratescore_scores", "load_biolord_encoder", "RaTEScoreMetric"]
 
 RATESCORE_TYPES = ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY")
 
@@ -198,6 +200,40 @@ def load_biolord_encoder(path: str | Path, *, device: str = "cpu") -> Callable[[
     return encode
 
 
+def load_rate_ner(path: str | Path, *, device: str = "cpu") -> Callable[[list[str]], list[list[tuple[str, str]]]]:
+    """Texts → [(entity, type), ...] per text with the token-classification model at ``path`` (a
+    local folder, e.g. Angelakeke/RaTE-NER-Deberta): one sentence at a time (512 tokens at most),
+    labels by argmax, spans by :func:`decode_rate_spans`. Sentences are split at . ! ? and line
+    breaks — the package splits with medspacy's PyRuSH, which can cut differently."""
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"ratescore: ner_model {str(path)!r} is not a local model folder "
+                                "(RaTE-NER-Deberta); the weights are not downloaded by medimg_bench")
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForTokenClassification.from_pretrained(str(path)).eval().to(device)
+    id2label = model.config.id2label
+
+    @torch.no_grad()
+    def ner(texts: list[str]) -> list[list[tuple[str, str]]]:
+        out = []
+        for text in texts:
+            found: list[tuple[str, str]] = []
+            for sent in re.split(r"(?<=[.!?])\s+|\n+", text):
+                sent = sent.strip()
+                if len(sent) < 3 or not sent.split():  # the package drops these too
+                    continue
+                enc = tok(sent, max_length=512, truncation=True, return_tensors="pt").to(device)
+                labels = [id2label[int(k)] for k in model(**enc).logits[0].argmax(-1)]
+                tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+                found += [(tok.convert_tokens_to_string(tokens[a:b + 1]), t)
+                          for a, b, t in decode_rate_spans(tokens, labels)]
+            out.append(found)
+        return out
+
+    return ner
+
+
 def ratescore_scores(
     references: Sequence[Sequence[tuple[str, str]]],
     candidates: Sequence[Sequence[tuple[str, str]]],
@@ -229,10 +265,12 @@ class RaTEScoreMetric(Metric):
 
     def __init__(self, *, ner: Callable[[list[str]], list[list[tuple[str, str]]]] | None = None,
                  encode: Callable[[list[str]], torch.Tensor] | None = None, encoder_model: str | None = None,
+                 ner_model: str | None = None,
                  affinity: str = "long", class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=["ratescore"])
         _matrix(affinity)
         self.affinity, self._ner, self._encode, self._encoder_model = affinity, ner, encode, encoder_model
+        self._ner_model = ner_model
         self.add_state("rows", [], dist_reduce_fx="cat")
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
@@ -241,8 +279,10 @@ class RaTEScoreMetric(Metric):
         if len(preds) != len(targets):
             raise ValueError(f"{self.name}: {len(preds)} generated reports but {len(targets)} references")
         if self._ner is None:
-            raise RuntimeError("ratescore: entity extraction needs ner= (texts → (entity, type) lists), e.g. "
-                               "the RaTE-NER model through the RaTEScore package; none was given")
+            if self._ner_model is None:
+                raise RuntimeError("ratescore: entity extraction needs ner= (texts → (entity, type) lists) or "
+                                   "ner_model= (a local RaTE-NER-Deberta folder); none was given")
+            self._ner = load_rate_ner(self._ner_model)
         if self._encode is None:
             if self._encoder_model is None:
                 raise RuntimeError("ratescore: needs encode= or encoder_model= (a local BioLORD-2023-C folder)")

@@ -73,3 +73,41 @@ def test_ner_span_decoding_equals_post_process() -> None:
     for i, c in enumerate(DATA["spans"]):
         got = [[" ".join(c["tokens"][a:b + 1]), t] for a, b, t in decode_rate_spans(c["tokens"], c["labels"])]
         assert got == c["entities"], i
+
+
+def _tiny_models(tmp_path: Path) -> tuple[Path, Path]:
+    from transformers import BertConfig, BertForTokenClassification, BertModel, BertTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "pleural", "effusion", "lung", "clear", ".", "left"]
+    labels = ["O", *(f"{p}-{t}" for p in "BI" for t in ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE",
+                                                          "NON-DISEASE", "ANATOMY"))]
+    cfg = dict(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=32, max_position_embeddings=64)
+    torch.manual_seed(0)
+    ner_dir, enc_dir = tmp_path / "ner", tmp_path / "enc"
+    for d in (ner_dir, enc_dir):
+        d.mkdir()
+        (d / "vocab.txt").write_text("\n".join(vocab))
+        BertTokenizer(str(d / "vocab.txt")).save_pretrained(str(d))
+    BertForTokenClassification(BertConfig(**cfg, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                                          label2id={v: k for k, v in enumerate(labels)})).save_pretrained(str(ner_dir))
+    BertModel(BertConfig(**cfg)).save_pretrained(str(enc_dir))
+    return ner_dir, enc_dir
+
+
+def test_local_models_end_to_end(tmp_path: Path) -> None:
+    from medimg_bench.metrics.text.ratescore import RATESCORE_TYPES, load_rate_ner
+
+    ner_dir, enc_dir = _tiny_models(tmp_path)
+    ner = load_rate_ner(ner_dir)
+    ents = ner(["left pleural effusion. lung clear.", "no effusion"])
+    assert len(ents) == 2 and all(t in RATESCORE_TYPES for e in ents for _, t in e)
+    m = RaTEScoreMetric(ner_model=str(ner_dir), encoder_model=str(enc_dir))
+    m.update(["left pleural effusion. lung clear.", "no effusion"], ["left pleural effusion. lung clear.", "clear"])
+    vals = m.values()[1][:, 0]
+    assert vals.shape == (2,) and torch.isfinite(vals).all()
+    assert ents[0]  # the seeded tiny model finds entities in the first report
+    # a report against itself: every entity finds itself (cosine 1, same type)
+    assert vals[0].item() == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(FileNotFoundError, match="ner_model"):
+        load_rate_ner(tmp_path / "absent")
