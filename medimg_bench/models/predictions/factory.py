@@ -10,6 +10,7 @@ from medimg_bench.models.predictions.answers import AnswersFromFile, looks_like_
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
 from medimg_bench.models.predictions.maps import MapsFromFolder
+from medimg_bench.models.predictions.recon import ReconsFromFolder
 from medimg_bench.models.predictions.scores import ScoresFromFile
 from medimg_bench.registry import register_model
 
@@ -32,7 +33,8 @@ def predictions(
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
-    makes their ``labels``, ``resize`` allows maps of another size) or ``answers`` (alias
+    makes their ``labels``, ``resize`` allows maps of another size), ``reconstruction``
+    (``<id>.h5`` fastMRI submission files or ``<id>.npy`` volumes) or ``answers`` (alias
     ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
     root = Path(root)
     if not root.exists():
@@ -47,6 +49,8 @@ def predictions(
             kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
         elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
             kind = "segmentation"
+        elif root.is_dir() and any(root.glob("*.h5")):
+            kind = "reconstruction"
         elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
             kind = "maps"
         else:
@@ -65,6 +69,8 @@ def predictions(
         return AnswersFromFile(path, text_column=text_column, id_column=id_column)
     if kind == "segmentation":
         return LabelMapsFromFolder(root)
+    if kind == "reconstruction":
+        return ReconsFromFolder(root)
     if kind == "maps":
         return MapsFromFolder(root, threshold=threshold, resize=resize)
-    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, answers or reports, got {kind!r}")
+    raise ValueError(f"predictions: kind must be auto, classification, segmentation, maps, reconstruction, answers or reports, got {kind!r}")
