@@ -193,6 +193,8 @@ NO_MASK_GEOMETRY = {
     "kvasir_seg": "2D image/mask files: no affine; the shape is checked against the image",
     "pranet_polyp": "2D image/mask files: no affine; the shape is checked against the image",
     "seg2d_folder": "2D image/mask files: no affine; the shape is checked against the image",
+    "skm_tea": "tissue masks paired with HDF5 k-space / targets, which carry no affine: the shape is "
+               "checked against the target (tests/datasets/test_mri_recon.py)",
 }
 
 

@@ -29,13 +29,15 @@ def predictions(
     in_channels: int | None = None,
     threshold: float = 0.5,
     resize: bool = False,
+    segment_map: dict[Any, Any] | None = None,
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
     makes their ``labels``, ``resize`` allows maps of another size), ``reconstruction``
     (``<id>.h5`` fastMRI submission files or ``<id>.npy`` volumes) or ``answers`` (alias
-    ``reports``). ``in_channels`` is not used (stored predictions need no pixels)."""
+    ``reports``). ``segment_map``: DICOM SEG segment number → class name or index (default:
+    segments matched to the dataset's classes by their label). ``in_channels`` is not used (stored predictions need no pixels)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -47,7 +49,7 @@ def predictions(
             raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
         if path is not None:
             kind = "answers" if path.suffix == ".jsonl" or looks_like_text_table(path) else "classification"
-        elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
+        elif root.is_dir() and any(any(root.glob(f"*{ext}")) for ext in (".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".dcm")):
             kind = "segmentation"
         elif root.is_dir() and any(root.glob("*.h5")):
             kind = "reconstruction"
@@ -68,7 +70,7 @@ def predictions(
             raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
         return AnswersFromFile(path, text_column=text_column, id_column=id_column)
     if kind == "segmentation":
-        return LabelMapsFromFolder(root)
+        return LabelMapsFromFolder(root, segment_map=segment_map)
     if kind == "reconstruction":
         return ReconsFromFolder(root)
     if kind == "maps":

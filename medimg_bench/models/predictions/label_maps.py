@@ -1,7 +1,10 @@
-"""Segmentation label maps from a folder (``<id>.nii.gz``), checked against the image grid."""
+"""Segmentation label maps from a folder (``<id>.nii.gz``, ``.nii``, ``.nrrd``, ``.mha``, ``.mhd``
+or a DICOM SEG ``<id>.dcm``), checked against the image grid."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,30 +14,52 @@ from medimg_bench.models.predictions.lookup import _Lookup
 
 __all__ = ["LabelMapsFromFolder"]
 
+_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd", ".dcm")
+
 
 class LabelMapsFromFolder(_Lookup):
-    """Segmentation label maps ``<id>.nii.gz`` from a folder: ``predict(batch) -> {"labels"}``."""
+    """Segmentation label maps ``<id>.<suffix>`` from a folder: ``predict(batch) -> {"labels"}``.
+    A DICOM SEG's segments become classes by label (the dataset's class names) or by number
+    (``segment_map``); a SEG covering part of the image is placed on the image's grid."""
 
     task = "segmentation"
 
+    def __init__(self, source: Path, *, segment_map: Mapping[Any, Any] | None = None) -> None:
+        super().__init__(source)
+        self.segment_map = dict(segment_map) if segment_map else None
+        self.classes: list[str] | None = None
+
+    def bind_dataset(self, dataset: Any) -> None:
+        """Learn the dataset's class names (DICOM SEG segments are matched to them)."""
+        self.classes = list(dataset.classes) if getattr(dataset, "classes", None) else None
+
+    def _known_ids(self) -> set[str]:
+        from medimg_bench.datasets.mask_formats import is_label_file, label_stem
+
+        return {label_stem(p.name) for p in self.source.iterdir() if is_label_file(p.name)}
+
+    def _path(self, sid: str) -> Path:
+        path = next((self.source / f"{sid}{ext}" for ext in _SUFFIXES if (self.source / f"{sid}{ext}").exists()), None)
+        if path is None:
+            raise self._missing(sid)
+        return path
+
     def predict(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         from medimg_bench.datasets.grid import align_to_image_grid
-        from medimg_bench.datasets.io import read_image
+        from medimg_bench.datasets.mask_formats import place_on_grid, read_label_file
 
         out = []
         metas = batch.get("meta") or [{}] * len(batch["id"])
         images = batch["image"]
         for i, sid in enumerate(batch["id"]):
-            path = next((self.source / f"{sid}{ext}" for ext in (".nii.gz", ".nii")
-                         if (self.source / f"{sid}{ext}").exists()), None)
-            if path is None:
-                raise self._missing(str(sid))
-            array, meta = read_image(path)
+            path = self._path(str(sid))
             image = images[i]
             shape = tuple(image.shape[1:])
             try:
+                array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map)
+                array, affine = place_on_grid(np.asarray(array), meta.get("affine"), shape, metas[i].get("affine"))
                 labels = align_to_image_grid(
-                    np.asarray(array), meta.get("affine"), metas[i].get("affine"), image_shape=shape,
+                    np.asarray(array), affine, metas[i].get("affine"), image_shape=shape,
                     sample_id=str(sid), image_path=metas[i].get("path", "?"), mask_path=path,
                 )
             except Exception as exc:  # off the image's grid: the prediction's fault, not the label's
