@@ -182,7 +182,7 @@ def test_mask_errors_are_tagged_as_target_failures(tmp_path, loader):
 
 
 # loaders that yield masks through the same code as a covered one (checked below, not assumed)
-SAME_MASK_PATH = {"verse": "VerSeDataset"}
+SAME_MASK_PATH = {"verse": "VerSeDataset", "abdomenatlas": "TotalSegmentatorDataset"}
 # masks with no geometry of their own to disagree with the image's
 NO_MASK_GEOMETRY = {
     "siim_pneumothorax": "RLE strings decoded onto the DICOM's own pixel grid",
