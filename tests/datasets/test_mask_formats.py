@@ -190,3 +190,58 @@ def test_place_on_grid_and_stems():
     rotated[:3, :3] = [[0, 2.0, 0], [1.0, 0, 0], [0, 0, 3.0]]  # not a lattice map of the image
     assert place_on_grid(lab, rotated, (5, 5, 7), img_aff)[0] is lab
     assert label_stem("x.nii.gz") == "x" and label_stem("y.nrrd") == "y" and label_stem("z.dcm") == "z"
+
+
+def _write_rtstruct(path: Path, rois: dict[str, list[list[tuple[float, float, float]]]]) -> None:
+    """A minimal RT Structure Set: one ROI per name, closed planar contours in LPS mm."""
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.sequence import Sequence as Seq
+    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+    meta = FileMetaDataset()
+    meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.481.3"
+    meta.MediaStorageSOPInstanceUID = generate_uid()
+    meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds = Dataset()
+    ds.file_meta = meta
+    ds.SOPClassUID, ds.SOPInstanceUID, ds.Modality = meta.MediaStorageSOPClassUID, meta.MediaStorageSOPInstanceUID, "RTSTRUCT"
+    ds.StructureSetROISequence, ds.ROIContourSequence = Seq(), Seq()
+    for n, (name, contours) in enumerate(rois.items(), start=1):
+        roi = Dataset()
+        roi.ROINumber, roi.ROIName = n, name
+        ds.StructureSetROISequence.append(roi)
+        item = Dataset()
+        item.ReferencedROINumber = n
+        item.ContourSequence = Seq()
+        for pts in contours:
+            c = Dataset()
+            c.ContourGeometricType, c.NumberOfContourPoints = "CLOSED_PLANAR", len(pts)
+            c.ContourData = [float(v) for p in pts for v in p]
+            item.ContourSequence.append(c)
+        ds.ROIContourSequence.append(item)
+    ds.save_as(path, enforce_file_format=True)
+
+
+def _rect(i: int, r0: float, r1: float, c0: float, c1: float) -> list[tuple[float, float, float]]:
+    """A rectangle on slice i of _ct_series in LPS mm (pixel (r, c) at IPP + c·0.7 x + r·0.8 y)."""
+    z = 10.0 + 2.5 * i
+    return [(-20 + c * 0.7, -30 + r * 0.8, z) for r, c in ((r0, c0), (r0, c1), (r1, c1), (r1, c0))]
+
+
+def test_rtstruct_rasterised_onto_the_image_grid(tmp_path):
+    _ct_series(tmp_path / "series")
+    (tmp_path / "images").mkdir()
+    (tmp_path / "labels").mkdir()
+    _nifti_from_series(tmp_path / "series", tmp_path / "images" / "case1.nii.gz")
+    liver = [_rect(i, 3.5, 9.5 + i, 9.5, 19.5) for i in range(4)] + [_rect(2, 5.5, 6.5, 12.5, 14.5)]  # + a hole
+    spleen = [_rect(3, 20.5, 23.5, 1.5, 5.5)]
+    _write_rtstruct(tmp_path / "labels" / "case1.dcm", {"Liver": liver, "Spleen": spleen})
+    s = create_dataset("nifti_pairs", root=tmp_path, classes=CLASSES)[0]
+    mask, img = s["mask"].numpy(), s["image"][0].numpy()
+    hot = img == img.max()
+    assert (mask == 2).sum() == hot.sum() - 2 and np.all(hot[mask == 2])  # the hole: 2 voxels
+    assert (mask == 1).sum() == 3 * 4
+    bad = {"Liver": [[(-20.0, -30.0, 10.0), (0.0, -30.0, 20.0), (0.0, 0.0, 10.0)]]}  # not in one slice
+    _write_rtstruct(tmp_path / "labels" / "case1.dcm", bad)
+    with pytest.raises(SampleError, match=r"case1\.dcm.*not in one slice|not in one slice.*case1\.dcm"):
+        create_dataset("nifti_pairs", root=tmp_path, classes=CLASSES)[0]

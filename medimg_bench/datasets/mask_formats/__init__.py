@@ -34,9 +34,11 @@ def label_stem(name: str) -> str:
 
 
 def read_label_file(
-    path: str | Path, *, classes: Sequence[str] | None = None, segment_map: Mapping[Any, Any] | None = None
+    path: str | Path, *, classes: Sequence[str] | None = None, segment_map: Mapping[Any, Any] | None = None,
+    image_affine: np.ndarray | None = None, image_shape: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """``(array, meta with "affine")`` of a label file of any supported format."""
+    """``(array, meta with "affine")`` of a label file of any supported format; an RTSTRUCT is
+    rasterised onto the image grid (``image_affine``, ``image_shape``), which it needs."""
     p = Path(path)
     low = p.name.lower()
     if low.endswith(_ITK):
@@ -48,6 +50,15 @@ def read_label_file(
 
         if is_dicom_seg(p):
             return read_dicom_seg(p, classes=classes, segment_map=segment_map)
+        from medimg_bench.datasets.mask_formats.rtstruct import is_rtstruct, read_rtstruct
+
+        if is_rtstruct(p):
+            if image_affine is None or image_shape is None:
+                from medimg_bench.sample import SampleError
+
+                raise SampleError("an RTSTRUCT needs the image grid (affine and shape) to be rasterised onto",
+                                  path=str(p))
+            return read_rtstruct(p, affine=image_affine, shape=image_shape, classes=classes, segment_map=segment_map)
     from medimg_bench.datasets.io import read_image
 
     return read_image(p)

@@ -146,10 +146,11 @@ class VolumeDataset(ManifestDataset):
         if value is None or (isinstance(value, float) and pd.isna(value)):
             return None
         path = self.resolve(value)
-        if path.name.lower().endswith(".dcm") and path.is_file():  # a DICOM SEG (or plain DICOM)
+        if path.name.lower().endswith(".dcm") and path.is_file():  # DICOM SEG / RTSTRUCT (or plain)
             from medimg_bench.datasets.mask_formats import place_on_grid, read_label_file
 
-            array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map)
+            array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map,
+                                          image_affine=image_meta.get("affine"), image_shape=image_meta["shape"])
             array, affine = place_on_grid(array, meta.get("affine"), image_meta["shape"], image_meta.get("affine"))
             meta = {**meta, "affine": affine}
         else:

@@ -56,7 +56,8 @@ class LabelMapsFromFolder(_Lookup):
             image = images[i]
             shape = tuple(image.shape[1:])
             try:
-                array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map)
+                array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map,
+                                              image_affine=metas[i].get("affine"), image_shape=shape)
                 array, affine = place_on_grid(np.asarray(array), meta.get("affine"), shape, metas[i].get("affine"))
                 labels = align_to_image_grid(
                     np.asarray(array), affine, metas[i].get("affine"), image_shape=shape,
