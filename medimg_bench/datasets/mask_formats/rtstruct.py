@@ -77,7 +77,8 @@ def read_rtstruct(
         contours: dict[int, list[np.ndarray]] = {}
         for item in getattr(ds, "ROIContourSequence", []):
             pts = [np.asarray(c.ContourData, dtype=np.float64).reshape(-1, 3)
-                   for c in getattr(item, "ContourSequence", [])]
+                   for c in getattr(item, "ContourSequence", [])
+                   if str(getattr(c, "ContourGeometricType", "CLOSED_PLANAR")) == "CLOSED_PLANAR"]
             contours[int(item.ReferencedROINumber)] = pts
     except (AttributeError, ValueError, TypeError, OSError) as exc:
         raise SampleError(f"cannot read RTSTRUCT: {type(exc).__name__}: {exc}", path=str(p)) from exc
