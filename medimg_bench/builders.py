@@ -41,9 +41,11 @@ def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
 
 
 def _checked_ids(model: Any, dataset: Any) -> Any:
-    """Let a model that looks predictions up by id (model=predictions) warn about unknown ids."""
+    """Let a model that looks predictions up by id (model=predictions) see the dataset (class
+    names, label count) and warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
-    if hasattr(model, "bind_dataset"):  # stored answers: the dataset may skip its images
+    if hasattr(model, "bind_dataset"):  # model=predictions: columns matched to the classes, values checked;
+        # stored answers: the dataset may skip its images
         model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))

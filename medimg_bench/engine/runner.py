@@ -239,6 +239,8 @@ def evaluate(
     dev = resolve_device(device)
     model.to(dev)
     model.eval()
+    if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
+        model.bind_dataset(dataset)
     start = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     from medimg_bench.engine.distributed import ShardSampler, gather_lists, world

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from medimg_bench.metrics.base import Metric
-from medimg_bench.metrics.stats import bootstrap_ci
+from medimg_bench.metrics.stats import bootstrap_cis
 
 __all__ = ["summarize", "metric_value_tables"]
 
@@ -50,6 +50,8 @@ def summarize(
     the point value with a bootstrap CI; per-sample metrics also get median, std and counts."""
     patients = patients or {}
     out: dict[str, Any] = {"confidence": confidence, "n_resamples": n_resamples, "metrics": {}}
+    dataset = _dataset_intervals({k: m for k, m in metrics.items() if not m.per_sample}, patients,
+                                 n_resamples, confidence, seed)
     for key, metric in metrics.items():
         if metric.per_sample:
             for column, (ids, values) in metric_value_tables(metric).items():
@@ -58,7 +60,7 @@ def summarize(
                     metric, ids, values, patients, n_resamples, confidence, seed, column=column
                 )
         else:
-            out["metrics"][key] = _dataset_summary(metric, patients, n_resamples, confidence, seed)
+            out["metrics"][key] = _dataset_summary(metric, *dataset.get(key, (None, None)))
         notes = getattr(metric, "summary_notes", None)
         if callable(notes):  # a metric's own top-level facts (VQA: answers withheld)
             out.update(notes())
@@ -109,20 +111,50 @@ def _bootstrap(
 ) -> _Interval:
     """Per-class values plus their macro mean, with bootstrap CIs; with fewer than two
     patients (or samples) there is nothing to resample: point values and no interval."""
-    n_clusters = len(set(groups)) if groups is not None else int(pred.shape[0])
+    return _bootstraps([(metric_fn, pred, target)], groups, n_resamples, confidence, seed)[0]
+
+
+def _bootstraps(
+    items: list[tuple[Any, Any, Any]], groups: list[str] | None, n_resamples: int, confidence: float, seed: int,
+) -> list[_Interval]:
+    """:func:`_bootstrap` of several ``(metric_fn, pred, target)`` of the same samples, in one
+    pass over the same resamples (``bootstrap_cis``)."""
+    n_clusters = len(set(groups)) if groups is not None else int(items[0][1].shape[0])
     if n_clusters >= 2 and n_resamples > 0:
-        ci = bootstrap_ci(metric_fn, pred, target, n_resamples=n_resamples, confidence=confidence,
-                          groups=groups, seed=seed, append_mean=True)
-        return _Interval(np.atleast_1d(ci.estimate), np.atleast_1d(ci.low), np.atleast_1d(ci.high))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if isinstance(metric_fn, str):  # "mean"
-            per_class = torch.as_tensor(pred).double().nanmean(0)
-        else:
-            per_class = torch.as_tensor(metric_fn(pred, target)).double().reshape(-1).cpu()
-        est = torch.cat([per_class.cpu(), per_class.nanmean().reshape(1).cpu()]).numpy()
-    nan = np.full_like(est, np.nan)
-    return _Interval(est, nan, nan, note=f"no confidence interval: {n_clusters} patient(s) to resample")
+        cis = bootstrap_cis(items, n_resamples=n_resamples, confidence=confidence, groups=groups, seed=seed,
+                            append_mean=True)
+        return [_Interval(np.atleast_1d(c.estimate), np.atleast_1d(c.low), np.atleast_1d(c.high)) for c in cis]
+    out = []
+    for metric_fn, pred, target in items:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if isinstance(metric_fn, str):  # "mean"
+                per_class = torch.as_tensor(pred).double().nanmean(0)
+            else:
+                per_class = torch.as_tensor(metric_fn(pred, target)).double().reshape(-1).cpu()
+            est = torch.cat([per_class.cpu(), per_class.nanmean().reshape(1).cpu()]).numpy()
+        nan = np.full_like(est, np.nan)
+        out.append(_Interval(est, nan, nan, note=f"no confidence interval: {n_clusters} patient(s) to resample"))
+    return out
+
+
+def _dataset_intervals(
+    metrics: Mapping[str, Metric], patients: Mapping[str, str], n_resamples: int, confidence: float, seed: int,
+) -> dict[str, tuple[_Interval, Any]]:
+    """Bootstrap CIs (and targets) of the dataset-level metrics: metrics of the same samples
+    are resampled together, so AUROC, AUPRC, ... of a run share resamples and statistics."""
+    by_ids: dict[tuple[str, ...], list[str]] = {}
+    for key, metric in metrics.items():
+        if metric.ids:
+            by_ids.setdefault(tuple(metric.ids), []).append(key)
+    out: dict[str, tuple[_Interval, Any]] = {}
+    for ids, keys in by_ids.items():
+        # the bound ``functional`` lets bootstrap_cis use a metric's cluster fast path
+        arrays = [metrics[k].state_arrays() for k in keys]
+        items = [(metrics[k].functional, p, t) for k, (p, t) in zip(keys, arrays)]
+        cis = _bootstraps(items, _groups(list(ids), patients), n_resamples, confidence, seed)
+        out.update({k: (ci, t) for k, ci, (_, t) in zip(keys, cis, arrays)})
+    return out
 
 
 def _per_sample_summary(
@@ -162,17 +194,10 @@ def _per_sample_summary(
     return res
 
 
-def _dataset_summary(
-    metric: Metric, patients: Mapping[str, str], n_resamples: int, confidence: float, seed: int
-) -> dict[str, Any]:
+def _dataset_summary(metric: Metric, ci: _Interval | None, targets: Any) -> dict[str, Any]:
     res: dict[str, Any] = {"kind": "dataset", "higher_is_better": metric.higher_is_better, "per_class": {}}
-    if not metric.ids:
+    if ci is None:  # no sample
         return res
-    preds, targets = metric.state_arrays()
-
-    # the bound ``functional`` lets bootstrap_ci use a metric's weighted fast path (AUROC, AUPRC)
-    ci = _bootstrap(metric.functional, preds, targets, _groups(list(metric.ids), patients),
-                    n_resamples, confidence, seed)
     if ci.note:
         res["note"] = ci.note
     est = np.atleast_1d(ci.estimate)

@@ -188,18 +188,48 @@ class ECE(_ScoreMetric):
         return expected_calibration_error(preds, targets, average=self.average, **self.options)
 
     def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
-        """Bootstrap fast path: per-cluster bin counts and sums, one product per block."""
-        from medimg_bench.metrics._resample import average_rows, calibration_plan
+        """Bootstrap fast path: per-cluster sums per bin, one product per block of resamples."""
+        from medimg_bench.metrics._resample import average_rows, calibration_plan, shared
 
         o = self.options
         conf, outcome, kind = _binned_inputs(preds, targets, o["n_bins"], o["from_logits"], o["normalize"])
-        sums = calibration_plan(conf, outcome, o["n_bins"], np.asarray(cluster), n_clusters)
+        cl, per_bin = np.asarray(cluster), o["norm"] == "max"
+        sums = shared("calibration", (conf, outcome, o["n_bins"], cl, n_clusters, per_bin),
+                      lambda: calibration_plan(conf, outcome, o["n_bins"], cl, n_clusters, per_bin_counts=per_bin))
+        support = shared("support", (outcome, cl, n_clusters), lambda: _support_plan(outcome, cl, n_clusters))
 
         def fn(counts: torch.Tensor) -> torch.Tensor:
-            count, conf_sum, acc_sum = sums(counts)
-            per = _ece_from_bins(count, conf_sum, acc_sum, o["norm"])  # (b, L)
+            gap, count = sums(counts)
+            per = _ece_from_gaps(gap, count, o["norm"])  # (b, L)
             if per.shape[1] == 1 and kind != "multilabel":
                 return per
-            return average_rows(per, acc_sum.sum(-1), self.average, "multilabel")
+            return average_rows(per, support(counts) if self.average == "weighted" else None,
+                                self.average, "multilabel")
 
+        fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
         return fn
+
+
+def _ece_from_gaps(gap: torch.Tensor, count: torch.Tensor, norm: str) -> torch.Tensor:
+    """ECE / MCE (b, L) from per-bin sums of ``outcome − confidence`` (b, L, B) and the count
+    per bin (b, L, B; ``norm="max"``) or per label (b, L; ``"l1"``); NaN without samples.
+
+    ``|Σ(o − c)|`` over a bin is ``n_b |acc_b − conf_b|``, the term of :func:`_ece_from_bins`
+    (equal up to rounding: the sums are taken in another order)."""
+    if norm == "l1":
+        return torch.where(count > 0, gap.abs().sum(-1) / count.clamp_min(1), float("nan"))
+    per = torch.where(count > 0, gap.abs() / count.clamp_min(1), 0.0).max(-1).values
+    return torch.where(count.sum(-1) > 0, per, float("nan"))
+
+
+def _support_plan(outcome: torch.Tensor, cluster: np.ndarray, n_clusters: int) -> Any:
+    """``counts (b, G)`` → positives per label (b, L) (the weights of ``average="weighted"``)."""
+    from medimg_bench.metrics._resample import ClusterProduct
+
+    on = outcome.detach().cpu().numpy()
+    n, n_labels = on.shape
+    hit = on == 1
+    rows = np.broadcast_to(np.arange(n_labels), (n, n_labels))[hit]
+    cl = np.broadcast_to(np.asarray(cluster, dtype=np.int64)[:, None], (n, n_labels))[hit]
+    prod = ClusterProduct(rows, cl, None, n_rows=n_labels, n_clusters=n_clusters, device=outcome.device)
+    return lambda counts: prod(counts).T

@@ -136,7 +136,12 @@ def _warn_undefined(values: torch.Tensor, metric: str, why: str) -> None:
 
 
 def _average(values: torch.Tensor, support: torch.Tensor | None, average: str | None, kind: str) -> torch.Tensor:
-    """Reduce per-label ``values`` (L,): ``None`` keeps them, macro/weighted skip NaN labels."""
+    """Reduce per-label ``values`` (L,): ``None`` keeps them, macro/weighted skip NaN labels.
+    ``values`` (b, L) (one row per bootstrap resample) gives (b, L) or (b, 1)."""
+    if values.ndim == 2:
+        from medimg_bench.metrics._resample import average_rows
+
+        return average_rows(values, support, average, kind)
     if average is None:
         return values[0] if kind == "binary" else values
     defined = ~values.isnan()
@@ -563,7 +568,7 @@ def _counted_value(c: dict[str, Any], metric: str, *, average: str | None, zero_
     labels with a zero denominator get ``zero_division`` and a warning naming them."""
     formula, why = _FORMULAS[metric]
     if average == "micro":
-        c = {k: c[k].sum() for k in ("tp", "fp", "tn", "fn")}
+        c = {k: c[k].sum(-1) for k in ("tp", "fp", "tn", "fn")}
     num, den = formula(c)
     if warn:
         _warn_zero_division(den, metric, why, zero_division)
@@ -654,12 +659,10 @@ def accuracy(
 def _accuracy_value(c: dict[str, Any], average: str | None, warn: bool = True) -> torch.Tensor:
     if c["kind"] == "multiclass":
         if average == "micro":
-            n = c["tp"].sum() + c["fn"].sum()
-            if n > 0:
-                return c["correct"] / n
-            if warn:
+            n = c["tp"].sum(-1) + c["fn"].sum(-1)
+            if warn and not (n > 0).all():
                 warnings.warn("accuracy undefined (no labelled sample); NaN", stacklevel=3)
-            return torch.tensor(float("nan"), dtype=torch.float64, device=n.device)
+            return _ratio(c["correct"], n, float("nan"))
         if warn:
             _warn_zero_division(c["tp"] + c["fn"], "accuracy (class recall)", "no sample of the class",
                                 float("nan"))
@@ -668,7 +671,7 @@ def _accuracy_value(c: dict[str, Any], average: str | None, warn: bool = True) -
     if average == "micro":
         if warn and total.sum() == 0:
             warnings.warn("accuracy undefined (no labelled sample); NaN", stacklevel=3)
-        return _ratio((c["tp"] + c["tn"]).sum(), total.sum(), float("nan"))
+        return _ratio((c["tp"] + c["tn"]).sum(-1), total.sum(-1), float("nan"))
     if warn:
         _warn_zero_division(total, "accuracy", "no labelled sample", float("nan"))
     per = _ratio(c["tp"] + c["tn"], total, float("nan"))
@@ -771,7 +774,8 @@ class _ScoreMetric(Metric):
 
     def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
         """Bootstrap fast path: a function from cluster counts ``(b, G)`` to values ``(b, out)``,
-        or None when the metric has none (the bootstrap then resamples rows)."""
+        or None when the metric has none (the bootstrap then resamples rows). A function with
+        ``estimates = True`` also gives the full-data value (every count one) to rounding."""
         return None
 
 
@@ -789,67 +793,47 @@ def _ranking_cluster_fn(
     pred: Any, target: Any, cluster: Any, n_clusters: int, *, metric: str, average: str | None,
     level: float = 0.0,
 ) -> Any:
-    """Cluster-count fast path of AUROC / AUPRC / sensitivity at specificity (see ``_resample``)."""
-    from medimg_bench.metrics._resample import RankingPlan, average_rows
+    """Cluster-count fast path of AUROC / AUPRC / sensitivity at specificity (see ``_resample``):
+    one plan per (scores, targets, clusters), shared by the metrics of a joint bootstrap."""
+    from medimg_bench.metrics._resample import RankingPlan, average_rows, shared
 
     s, y, kind = prepare_inputs(pred, target)
     cl = np.asarray(cluster)
     if average == "micro":
         cl = np.repeat(cl, s.shape[1])
         s, y = _flatten_micro(s, y)
-    plan = RankingPlan(s, y, cl, n_clusters)
+    plan = shared("ranking", (s, y, cl, n_clusters), lambda: RankingPlan(s, y, cl, n_clusters))
+    what = ("sens_at_spec", float(level)) if metric == "sensitivity_at_specificity" else metric
+    plan.request(what)
 
     def fn(counts: torch.Tensor) -> torch.Tensor:
-        vals, n_pos = [], []
-        for cum in plan.cumulative(counts):
-            if cum is None:
-                nan = torch.full((counts.shape[0],), float("nan"), dtype=torch.float64, device=s.device)
-                vals.append(nan)
-                n_pos.append(torch.zeros_like(nan))
-                continue
-            cp, cn = cum
-            if metric == "sensitivity_at_specificity":
-                p_tot, n_tot = cp[:, -1:], cn[:, -1:]
-                cp_below = torch.cat([torch.zeros_like(p_tot), cp[:, :-1]], 1)
-                cn_below = torch.cat([torch.zeros_like(n_tot), cn[:, :-1]], 1)
-                sens = (p_tot - cp_below) / _safe(p_tot)
-                spec = cn_below / _safe(n_tot)
-                best = torch.where(spec >= level - 1e-12, sens, 0.0).max(1).values
-                defined = (p_tot[:, 0] > 0) & (n_tot[:, 0] > 0)
-                vals.append(torch.where(defined, best, float("nan")))
-                n_pos.append(p_tot[:, 0])
-            else:
-                v, pt = _weighted_groups(cp, cn, metric)
-                vals.append(v)
-                n_pos.append(pt)
-        out = torch.stack(vals, 1)
+        values, n_pos = plan.values(counts, what)
         if average == "micro":
-            return out[:, :1]
-        return average_rows(out, torch.stack(n_pos, 1), average, kind)
+            return values[:, :1]
+        return average_rows(values, n_pos, average, kind)
 
+    fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
     return fn
 
 
 def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any, n_clusters: int) -> Any:
     """Cluster-count fast path of a confusion-count metric: weighted counts for a block of
-    resamples in one product, then the metric's own formula per resample."""
-    from medimg_bench.metrics._resample import confusion_plan
+    resamples in one product, then the metric's own formula on all of them at once."""
+    from medimg_bench.metrics._resample import confusion_plan, shared
 
     s, y, kind = prepare_inputs(pred, target)
-    counts_of = confusion_plan(_decisions(s, kind, self.options.get("threshold", 0.5)), y,
-                               np.asarray(cluster), n_clusters)
+    hard = _decisions(s, kind, self.options.get("threshold", 0.5))
+    cl = np.asarray(cluster)
+    counts_of = shared("confusion", (hard, y, cl, n_clusters), lambda: confusion_plan(hard, y, cl, n_clusters))
 
     def fn(counts: torch.Tensor) -> torch.Tensor:
-        c = counts_of(counts)
-        rows = []
-        for r in range(counts.shape[0]):
-            cr: dict[str, Any] = {k: v[r] for k, v in c.items()}
-            cr["kind"] = kind
-            if kind == "multiclass":
-                cr["correct"] = cr["tp"].sum()
-            rows.append(self._from_counts(cr).reshape(-1))
-        return torch.stack(rows)
+        c: dict[str, Any] = dict(counts_of(counts))
+        c["kind"] = kind
+        if kind == "multiclass":
+            c["correct"] = c["tp"].sum(-1)
+        return self._from_counts(c).reshape(counts.shape[0], -1)
 
+    fn.estimates = True  # type: ignore[attr-defined]  # counts of one give the full-data value
     return fn
 
 

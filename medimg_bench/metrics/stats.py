@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -24,11 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench.metrics._resample import mark_counts, shared_plans
+
 __all__ = [
     "BootstrapResult",
     "PairedBootstrapResult",
     "DeLongResult",
     "bootstrap_ci",
+    "bootstrap_cis",
     "paired_bootstrap",
     "delong_test",
     "nanmean",
@@ -37,6 +40,7 @@ __all__ = [
 
 _JACKKNIFE_MAX = 1000  # above this many clusters BCa uses a grouped jackknife of 1000 blocks
 _CHUNK_ELEMENTS = 4_000_000  # resamples × samples per weight block (float64: 32 MB)
+_EVAL_ELEMENTS = 2**23  # resamples × clusters per block of counts handed to the metrics (64 MB)
 
 
 @dataclass(frozen=True)
@@ -142,13 +146,14 @@ class _Statistic:
     _cluster_factory: Callable[..., Any] | None = None
     _cluster_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
     _cluster: np.ndarray | None = None
+    _n_clusters = 0
 
     def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
         """Prepare values for cluster counts: the metric's cluster-level fast path when it has
         one (``cluster_weighted``), per-cluster sums for means, else sample weights."""
         if self._cluster is cluster:
             return
-        self._cluster = cluster
+        self._cluster, self._n_clusters = cluster, n_clusters
         if self.kind == "mean":
             v = torch.as_tensor(self.pred).double()
             v2 = v.reshape(v.shape[0], -1)
@@ -160,16 +165,20 @@ class _Statistic:
         elif self._cluster_factory is not None:
             self._cluster_fn = self._cluster_factory(self.pred, self.target, cluster, n_clusters)
 
-    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+    def at_clusters(self, counts: np.ndarray | torch.Tensor) -> np.ndarray:
         """Values for cluster weights ``counts`` (b, G) → (b, *output shape)."""
         if self._cluster_fn is None:
-            return self.at(counts[:, self._cluster])
-        c = torch.from_numpy(np.ascontiguousarray(counts, dtype=np.float64))
+            return self.at(np.asarray(counts)[:, self._cluster])
+        c = _counts_tensor(counts)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             return _to_numpy(self._cluster_fn(c))
 
     def full(self) -> np.ndarray:
+        if getattr(self._cluster_fn, "estimates", False):
+            # the full data is the resample drawing every cluster once: no second pass over it
+            ones = mark_counts(torch.ones(1, self._n_clusters, dtype=torch.float64))
+            return self.at_clusters(ones)[0]
         out = self.metric(self.pred) if self.target is None else self.metric(self.pred, self.target)
         return _to_numpy(out)
 
@@ -215,8 +224,14 @@ class _WithMean(_Statistic):
     def bind(self, cluster: np.ndarray, n_clusters: int) -> None:
         self.inner.bind(cluster, n_clusters)
 
-    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+    def at_clusters(self, counts: np.ndarray | torch.Tensor) -> np.ndarray:
         return self._append(self.inner.at_clusters(counts).reshape(counts.shape[0], -1), 1)
+
+
+def _counts_tensor(counts: np.ndarray | torch.Tensor) -> torch.Tensor:
+    if isinstance(counts, torch.Tensor):
+        return counts
+    return torch.from_numpy(np.ascontiguousarray(counts, dtype=np.float64))
 
 
 def _take(x: Any, idx: torch.Tensor) -> Any:
@@ -254,14 +269,34 @@ def bootstrap_counts(n_clusters: int, n_resamples: int, *, seed: int = 0, block:
         done += b
 
 
-def _distribution(stat: _Statistic, cluster: np.ndarray, n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
-    # the block size fixes the random stream: keep it, so intervals do not change with the code
-    out = []
-    block = max(1, _CHUNK_ELEMENTS // max(1, stat.n, n_clusters))
-    stat.bind(cluster, n_clusters)
-    for counts in bootstrap_counts(n_clusters, n_resamples, seed=seed, block=block):
-        out.append(stat.at_clusters(counts))
-    return np.concatenate(out)
+def _distributions(stats: list[_Statistic], cluster: np.ndarray, n_clusters: int, n_resamples: int,
+                   seed: int) -> list[np.ndarray]:
+    """Every statistic on the same resamples: one stream of counts, blocks of several draws."""
+    # the draw block fixes the random stream: keep it, so intervals do not change with the code;
+    # evaluation blocks join consecutive draw blocks (fewer, larger products)
+    draw = max(1, _CHUNK_ELEMENTS // max(1, stats[0].n, n_clusters))
+    joined = max(draw, _EVAL_ELEMENTS // max(1, n_clusters))
+    out: list[list[np.ndarray]] = [[] for _ in stats]
+    pending: list[np.ndarray] = []
+
+    def flush() -> None:
+        block = np.empty((sum(len(c) for c in pending), n_clusters))
+        np.concatenate(pending, out=block, casting="unsafe")  # int64 → float64 in the copy
+        counts = mark_counts(torch.from_numpy(block))
+        pending.clear()
+        for i, stat in enumerate(stats):  # the same tensor object: shared plans see one block
+            out[i].append(stat.at_clusters(counts))
+
+    with shared_plans():
+        for stat in stats:
+            stat.bind(cluster, n_clusters)
+        for counts in bootstrap_counts(n_clusters, n_resamples, seed=seed, block=draw):
+            pending.append(counts)
+            if sum(len(c) for c in pending) >= joined:
+                flush()
+        if pending:
+            flush()
+    return [np.concatenate(o) for o in out]
 
 
 def _jackknife(stat: _Statistic, cluster: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
@@ -286,7 +321,12 @@ def _nanquantile(arr: np.ndarray, q: np.ndarray) -> np.ndarray:
     flat = arr.reshape(arr.shape[0], -1)
     qf = np.broadcast_to(q, arr.shape[1:]).reshape(-1)
     out = np.full(flat.shape[1], np.nan)
-    for j in range(flat.shape[1]):
+    clean = ~np.isnan(flat).any(0) & ~np.isnan(qf)
+    # columns without NaN that share a level: one call (the same numbers as one per column)
+    for level in np.unique(qf[clean]):
+        cols = np.flatnonzero(clean & (qf == level))
+        out[cols] = np.quantile(flat[:, cols], level, axis=0)
+    for j in np.flatnonzero(~clean):
         col = flat[:, j]
         col = col[~np.isnan(col)]
         if col.size and not np.isnan(qf[j]):
@@ -371,22 +411,53 @@ def bootstrap_ci(
     acceleration (jackknife over groups). Resamples where the metric is undefined (NaN) are left
     out per output; ``n_valid`` says how many remained.
     """
+    return bootstrap_cis([(metric, pred, target)], n_resamples=n_resamples, confidence=confidence,
+                         method=method, groups=groups, seed=seed, append_mean=append_mean)[0]
+
+
+def bootstrap_cis(
+    items: Sequence[tuple[Callable[..., Any] | str, Any, Any]],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    groups: Any = None,
+    seed: int = 0,
+    append_mean: bool = False,
+) -> list[BootstrapResult]:
+    """:func:`bootstrap_ci` of several ``(metric, pred, target)`` of the same samples in one pass.
+
+    Every item sees the same resamples (one random stream, drawn once) and items built from the
+    same data share their per-cluster statistics (AUROC and AUPRC of a run: one sort, one
+    product); each result equals :func:`bootstrap_ci` of that item with the same options.
+    """
     _check(confidence, method, n_resamples)
-    pred, target = _as_array_like(pred), _as_array_like(target)
-    n = _lengths(pred, target)
+    if not items:
+        return []
+    prepared = [(m, _as_array_like(p), _as_array_like(t)) for m, p, t in items]
+    n = _lengths(prepared[0][1], prepared[0][2])
+    for _, p, t in prepared[1:]:
+        if _lengths(p, t) != n:
+            raise ValueError(f"bootstrap_cis needs the same samples for every item: {n} vs {_lengths(p, t)}")
     cluster, n_clusters = _clusters(groups, n)
     if n_clusters < 2:
         raise ValueError(f"bootstrap needs at least 2 {'groups' if groups is not None else 'samples'}, got {n_clusters}")
-    stat = _Statistic(metric, pred, target)
-    if append_mean:
-        stat = _WithMean(stat)
-    estimate = stat.full()
-    arr = _distribution(stat, cluster, n_clusters, n_resamples, seed)
-    low, high = _interval(arr, estimate, confidence, method, lambda: _jackknife(stat, cluster, n_clusters, seed))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        std = np.nanstd(arr, axis=0, ddof=1) if n_resamples > 1 else np.full(estimate.shape, np.nan)
-    return BootstrapResult(estimate, low, high, confidence, n_resamples, method, (~np.isnan(arr)).sum(0), std)
+    stats: list[_Statistic] = []
+    for m, p, t in prepared:
+        stat = _Statistic(m, p, t)
+        stats.append(_WithMean(stat) if append_mean else stat)
+    arrays = _distributions(stats, cluster, n_clusters, n_resamples, seed)
+    estimates = [stat.full() for stat in stats]  # after binding: from the same statistics
+    out = []
+    for stat, estimate, arr in zip(stats, estimates, arrays):
+        low, high = _interval(arr, estimate, confidence, method,
+                              lambda stat=stat: _jackknife(stat, cluster, n_clusters, seed))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            std = np.nanstd(arr, axis=0, ddof=1) if n_resamples > 1 else np.full(estimate.shape, np.nan)
+        out.append(BootstrapResult(estimate, low, high, confidence, n_resamples, method,
+                                   (~np.isnan(arr)).sum(0), std))
+    return out
 
 
 class _Difference(_Statistic):
@@ -403,7 +474,7 @@ class _Difference(_Statistic):
         self.a.bind(cluster, n_clusters)
         self.b.bind(cluster, n_clusters)
 
-    def at_clusters(self, counts: np.ndarray) -> np.ndarray:
+    def at_clusters(self, counts: np.ndarray | torch.Tensor) -> np.ndarray:
         return self.a.at_clusters(counts) - self.b.at_clusters(counts)
 
 
@@ -436,7 +507,7 @@ def paired_bootstrap(
     diff = _Difference(sa, sb)
     est_a, est_b = sa.full(), sb.full()
     d_hat = est_a - est_b
-    arr = _distribution(diff, cluster, n_clusters, n_resamples, seed)
+    arr = _distributions([diff], cluster, n_clusters, n_resamples, seed)[0]
     low, high = _interval(arr, d_hat, confidence, method, lambda: _jackknife(diff, cluster, n_clusters, seed))
     valid = ~np.isnan(arr)
     extreme = (np.abs(arr - d_hat) >= np.abs(d_hat) - 1e-15) & valid

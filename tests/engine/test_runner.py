@@ -104,13 +104,13 @@ def test_summary_bootstrap_resamples_patients(cxr, monkeypatch):
     import medimg_bench.engine.summary as summary_mod
 
     seen = []
-    real = summary_mod.bootstrap_ci
+    real = summary_mod.bootstrap_cis
 
     def spy(*args, **kwargs):
         seen.append(kwargs["groups"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(summary_mod, "bootstrap_ci", spy)
+    monkeypatch.setattr(summary_mod, "bootstrap_cis", spy)
     res = evaluate(ThresholdModel(), cxr, task="classification", progress=False, n_resamples=50)
     patients = dict(zip(cxr.manifest["id"], cxr.manifest["patient_id"]))
     assert seen and seen[0] == [patients[i] for i in res.metrics["auroc"].ids]

@@ -68,24 +68,37 @@ def _loop(metric, s, y, counts, cluster):
     return np.stack(rows)
 
 
-@pytest.mark.parametrize("torch_products", [False, True], ids=["scipy", "torch"])
+# every code path of the plans: dense or bag products, float32 or float64 sums, many small
+# tiles (labels split across tiles, resamples across tile columns) or a few padded wide ones
+PATHS = {
+    "default": {},
+    "bags": {"_DENSE_MAX_BYTES": 0},
+    "float64": {"_EXACT_FLOAT32": 0},
+    "tiles": {"_TILE_ELEMENTS": 40, "_MIN_TILE_RESAMPLES": 3},
+    "wide_tiles": {"_TILE_ELEMENTS": 2000, "_MIN_TILE_RESAMPLES": 7},
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("name,make,kind", METRICS, ids=[m[0] for m in METRICS])
-def test_cluster_fast_path_equals_loop(name, make, kind, torch_products, monkeypatch):
-    monkeypatch.setattr(_resample, "_SCIPY_ON_CPU", not torch_products)
-    s, y = _data(kind)
-    metric = make()
-    cluster = np.arange(len(s)) // 3  # three samples per patient
-    n_clusters = int(cluster.max()) + 1
-    counts = np.concatenate(list(stats.bootstrap_counts(n_clusters, 25, seed=1)))
-    counts[0] = 0
-    counts[0, :2] = 1  # a resample with two patients only: undefined labels must agree (NaN)
-    fn = metric.cluster_weighted(s, y, cluster, n_clusters)
-    assert fn is not None
-    fast = fn(torch.from_numpy(counts.astype(np.float64))).numpy().reshape(len(counts), -1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        loop = _loop(metric, s, y, counts, cluster)
-    np.testing.assert_allclose(fast, loop, rtol=0, atol=1e-12, equal_nan=True)
+def test_cluster_fast_path_equals_loop(name, make, kind, path, monkeypatch):
+    for attr, value in PATHS[path].items():
+        monkeypatch.setattr(_resample, attr, value)
+    for seed in range(3):
+        s, y = _data(kind, seed=seed)
+        metric = make()
+        cluster = np.arange(len(s)) // (seed + 2)  # two to four samples per patient
+        n_clusters = int(cluster.max()) + 1
+        counts = np.concatenate(list(stats.bootstrap_counts(n_clusters, 25, seed=seed + 1)))
+        counts[0] = 0
+        counts[0, :2] = 1  # a resample with two patients only: undefined labels must agree (NaN)
+        fn = metric.cluster_weighted(s, y, cluster, n_clusters)
+        assert fn is not None
+        fast = fn(torch.from_numpy(counts.astype(np.float64))).numpy().reshape(len(counts), -1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loop = _loop(metric, s, y, counts, cluster)
+        np.testing.assert_allclose(fast, loop, rtol=0, atol=1e-12, equal_nan=True)
 
 
 @pytest.mark.parametrize("name,make,kind", METRICS[:3] + METRICS[7:8] + METRICS[15:16],
@@ -133,7 +146,7 @@ def test_mean_fast_path_equals_sample_weights():
     np.testing.assert_allclose(fast.high, slow.high, atol=1e-12)
 
 
-def test_cluster_products_pick_dense_or_sparse_and_agree():
+def test_cluster_products_pick_dense_or_bags_and_agree():
     rng = np.random.default_rng(0)
     rows, cl = rng.integers(0, 30, 400), rng.integers(0, 20, 400)
     vals = rng.random(400)
@@ -142,16 +155,76 @@ def test_cluster_products_pick_dense_or_sparse_and_agree():
     np.add.at(expected, (rows, cl), vals)
     dense = _resample.ClusterProduct(rows, cl, vals, n_rows=30, n_clusters=20, device=torch.device("cpu"))
     assert dense.dense
+    np.testing.assert_allclose(dense(counts).numpy(), expected @ counts.numpy().T, atol=1e-12)
     sparse = _resample.ClusterProduct(rows[:5], cl[:5], vals[:5], n_rows=3000, n_clusters=2000,
                                       device=torch.device("cpu"))
     assert not sparse.dense
-    np.testing.assert_allclose(dense(counts).numpy(), expected @ counts.numpy().T, atol=1e-12)
+    wide = torch.from_numpy(rng.integers(0, 3, (5, 2000)).astype(np.float64))
+    expected = np.zeros((3000, 2000))
+    np.add.at(expected, (rows[:5], cl[:5]), vals[:5])
+    np.testing.assert_allclose(sparse(wide).numpy(), expected @ wide.numpy().T, atol=1e-12)
+
+
+def test_float32_sums_only_when_exact():
+    """Counts are summed in float32 only while every sum is an integer below 2**24."""
+    rows = np.zeros(10, dtype=np.int64)
+    prod = _resample.ClusterProduct(rows, np.arange(10) % 2, None, n_rows=1, n_clusters=2, device=torch.device("cpu"))
+    small = torch.tensor([[3.0, 4.0]])
+    assert prod.exact32(small)
+    huge = torch.tensor([[2.0**22, 2.0**22]])  # 5 · 2**22 + 5 · 2**22 = 2**25 + 2**23
+    assert not prod.exact32(huge)
+    assert float(prod(huge)[0, 0]) == 10 * 2.0**22
+    assert not prod.exact32(torch.tensor([[0.5, 1.0]]))  # not counts
+    weighted = _resample.ClusterProduct(rows, np.arange(10) % 2, np.full(10, 0.1), n_rows=1, n_clusters=2,
+                                        device=torch.device("cpu"))
+    assert not weighted.exact32(small)
+
+
+def test_ranking_with_totals_beyond_float32_equals_loop():
+    """AUROC / AUPRC when the resample weights exceed 2**24 (the float64 product)."""
+    s, y = _data("multilabel", n=40, seed=3)
+    cluster = np.arange(40) // 2
+    counts = torch.from_numpy(np.concatenate(list(stats.bootstrap_counts(20, 6, seed=2))).astype(np.float64))
+    for metric in (AUROC(), AUPRC()):
+        fast = metric.cluster_weighted(s, y, cluster, 20)(counts * 2.0**21)  # totals ~ 2**26
+        base = metric.cluster_weighted(s, y, cluster, 20)(counts)
+        np.testing.assert_allclose(fast.numpy(), base.numpy(), rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_joint_bootstrap_equals_separate_calls_and_shares_one_ranking_plan(monkeypatch):
+    s, y = _data("multilabel", n=150, seed=6)
+    groups = np.arange(150) // 3
+    metrics = [AUROC(), AUPRC(), AUROC(average="macro"), Sensitivity(), Specificity(), ECE(),
+               SensitivityAtSpecificity(specificity=0.7)]
+    built = []
+    real = _resample.RankingPlan.__init__
+
+    def spy(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_resample.RankingPlan, "__init__", spy)
+    # each metric keeps its own copy of the scores, as the engine's metric states do
+    items = [(m.functional, s.clone(), y.clone()) for m in metrics]
+    joint = stats.bootstrap_cis(items, n_resamples=70, groups=groups, seed=2, append_mean=True)
+    assert len(built) == 1  # AUROC (two averages), AUPRC and sensitivity at specificity: one plan
+    for m, res in zip(metrics, joint):
+        alone = stats.bootstrap_ci(m.functional, s, y, n_resamples=70, groups=groups, seed=2, append_mean=True)
+        for key in ("estimate", "low", "high", "n_valid", "std_error"):
+            np.testing.assert_array_equal(getattr(res, key), getattr(alone, key))
+
+
+def test_joint_bootstrap_rejects_different_samples():
+    s, y = _data("multilabel", n=30)
+    with pytest.raises(ValueError, match="same samples"):
+        stats.bootstrap_cis([(AUROC().functional, s, y), (AUPRC().functional, s[:20], y[:20])], n_resamples=5)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name,make,kind", METRICS, ids=[m[0] for m in METRICS])
 def test_cuda_cluster_fast_path_equals_cpu(name, make, kind):
+    """The same plans on CUDA (bags, mm, cumulative sums, index_add) equal the CPU's."""
     s, y = _data(kind)
     metric = make()
     cluster = np.arange(len(s)) // 3
@@ -215,3 +288,36 @@ def test_agreement_cluster_fast_path_equals_loop(shift):
     fast = m.cluster_weighted(*m.state_arrays(), cluster, 20)(torch.from_numpy(counts.astype(np.float64))).numpy()
     loop = _loop(m, *m.state_arrays(), counts, cluster)
     np.testing.assert_allclose(fast, loop, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_summary_resamples_metrics_of_the_same_samples_together(monkeypatch):
+    """The run summary bootstraps the dataset-level metrics of one sample set in one pass; a
+    metric that saw other samples gets its own pass; each equals its summary alone."""
+    import pandas as pd
+
+    from medimg_bench.engine.summary import summarize
+
+    s, y = _data("multilabel", n=120, seed=8)
+    ids = [f"s{i}" for i in range(120)]
+    patients = {i: f"p{k // 3}" for k, i in enumerate(ids)}
+    metrics = {"auroc": AUROC(), "auprc": AUPRC(), "ece": ECE(), "sens_part": Sensitivity()}
+    for key, m in metrics.items():
+        n = 90 if key == "sens_part" else 120
+        m.update(s[:n], y[:n], ids=ids[:n])
+    calls = []
+    real = stats.bootstrap_cis
+
+    def spy(items, **kwargs):
+        calls.append(len(items))
+        return real(items, **kwargs)
+
+    import medimg_bench.engine.summary as summary_mod
+
+    samples = pd.DataFrame({"id": ids, "status": "ok"})
+    with monkeypatch.context() as patch:
+        patch.setattr(summary_mod, "bootstrap_cis", spy)
+        together = summarize(metrics, samples, patients=patients, n_resamples=40, seed=1)
+    assert sorted(calls) == [1, 3]
+    for key, m in metrics.items():
+        alone = summarize({key: m}, samples, patients=patients, n_resamples=40, seed=1)
+        assert together["metrics"][key] == alone["metrics"][key]

@@ -76,8 +76,10 @@ def test_bad_predictions_named(tmp_path):
     with pytest.raises(ValueError, match="no 'id' column"):
         mb.create_model("predictions", root=tmp_path)
     (tmp_path / "predictions.csv").write_text("id,a,b\nx,0.1,0.2\n")
+    with pytest.raises(ValueError, match=r"no column for class\(es\) \['c'\]"):
+        ScoresFromFile(tmp_path / "predictions.csv", dataset_classes=["a", "b", "c"])
     with pytest.raises(ValueError, match="2 score columns.*3 classes"):
-        mb.create_model("predictions", root=tmp_path, num_classes=3)
+        ScoresFromFile(tmp_path / "predictions.csv", classes=["a", "b"], num_classes=3)
 
 
 def test_extra_predictions_one_warning_with_the_count(tmp_path, caplog):

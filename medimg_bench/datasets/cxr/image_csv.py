@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
+from medimg_bench.datasets.columns import match_class_columns
 from medimg_bench.datasets.cxr.base import CXRDataset, _lines, _need_columns, _options, _read_csv
 from medimg_bench.datasets.cxr.labels import apply_uncertainty
 from medimg_bench.registry import register_dataset
@@ -49,7 +50,9 @@ def csv_dataset(
     One label column → multi-class: values are class names (``classes`` given, else the sorted
     distinct values as strings); a value outside ``classes`` or blank raises, naming the row and
     file. Several label columns → multi-label, values 1/0/-1/blank mapped by ``uncertainty``
-    and ``blank`` as for CheXpert. ``split_column`` keeps rows equal to ``split`` (otherwise all
+    and ``blank`` as for CheXpert; with ``classes`` given, label columns named after the classes
+    are matched by name in any order (columns named otherwise are taken in order), and a class
+    without a column or a column that is no class is an error listing both. ``split_column`` keeps rows equal to ``split`` (otherwise all
     rows are used). ``id_column`` defaults to the image path without suffix.
 
     ``on_missing_label`` (one label column): a blank label is an ``error`` (the message gives the
@@ -127,20 +130,14 @@ def csv_dataset(
         man["label"] = mapped.astype(float) if unlabelled.any() else mapped.astype(int)
         multilabel = False
     else:
-        cls = list(labels)
-        man = pd.concat(
-            [
-                man,
-                apply_uncertainty(
-                    df[labels],
-                    uncertainty,
-                    blank=blank,
-                    source=str(path),
-                    lines=df["_line"].tolist(),
-                ),
-            ],
-            axis=1,
-        )
+        cls = [str(c) for c in classes] if classes is not None else [str(c) for c in labels]
+        # by name when the label columns carry the class names (any order); in order otherwise
+        order = match_class_columns(labels, cls, where=f"{name}: {str(path)!r}", what="label columns",
+                                    positional=True)
+        values = apply_uncertainty(df[order], uncertainty, blank=blank, source=str(path),
+                                   lines=df["_line"].tolist())
+        values.columns = cls
+        man = pd.concat([man, values], axis=1)
         multilabel = True
     man["_line"] = df["_line"]
     ds = opts.finish(

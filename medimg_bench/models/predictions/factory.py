@@ -29,6 +29,10 @@ def predictions(
     in_channels: int | None = None,
     threshold: float = 0.5,
     resize: bool = False,
+    scores: str = "probabilities",
+    multilabel: bool | None = None,
+    circular: bool = False,
+    on_blank: str = "error",
     segment_map: dict[Any, Any] | None = None,
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
@@ -36,8 +40,13 @@ def predictions(
     ``classification``, ``segmentation``, ``maps`` (2D PNG / .npy probability maps; ``threshold``
     makes their ``labels``, ``resize`` allows maps of another size), ``reconstruction``
     (``<id>.h5`` fastMRI submission files or ``<id>.npy`` volumes) or ``answers`` (alias
-    ``reports``). ``segment_map``: DICOM SEG segment number → class name or index (default:
-    segments matched to the dataset's classes by their label). ``in_channels`` is not used (stored predictions need no pixels)."""
+    ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
+    of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
+    CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
+    (``error`` or ``keep`` null / empty / "None" answers). Label maps: ``segment_map`` (DICOM SEG
+    segment / RTSTRUCT ROI number → class name or index; default: matched to the dataset's
+    classes by their label)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -63,12 +72,14 @@ def predictions(
         path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes)
+        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
+                              scores=scores, multilabel=multilabel)
     if kind == "answers":
         path = _find(root, tables[::-1])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
-        return AnswersFromFile(path, text_column=text_column, id_column=id_column)
+        return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
+                               on_blank=on_blank)
     if kind == "segmentation":
         return LabelMapsFromFolder(root, segment_map=segment_map)
     if kind == "reconstruction":

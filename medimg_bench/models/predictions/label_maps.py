@@ -1,5 +1,5 @@
-"""Segmentation label maps from a folder (``<id>.nii.gz``, ``.nii``, ``.nrrd``, ``.mha``, ``.mhd``
-or a DICOM SEG ``<id>.dcm``), checked against the image grid."""
+"""Segmentation label maps from a folder (``<id>.nii.gz``, ``.nii``, ``.nrrd``, ``.mha``, ``.mhd``,
+or a DICOM SEG / RTSTRUCT ``<id>.dcm``), checked against the image grid."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench.models.predictions.checks import check_label_values
 from medimg_bench.models.predictions.lookup import _Lookup
 
 __all__ = ["LabelMapsFromFolder"]
@@ -19,10 +20,13 @@ _SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd", ".dcm")
 
 class LabelMapsFromFolder(_Lookup):
     """Segmentation label maps ``<id>.<suffix>`` from a folder: ``predict(batch) -> {"labels"}``.
-    A DICOM SEG's segments become classes by label (the dataset's class names) or by number
+    A value that is not a whole number (0.6 from a probability map), a negative one or one
+    beyond the dataset's labels fails the sample naming the file. A DICOM SEG's segments (an
+    RTSTRUCT's ROIs) become classes by label (the dataset's class names) or by number
     (``segment_map``); a SEG covering part of the image is placed on the image's grid."""
 
     task = "segmentation"
+    num_classes: int | None = None  # the dataset's label count, once bound: larger labels are refused
 
     def __init__(self, source: Path, *, segment_map: Mapping[Any, Any] | None = None) -> None:
         super().__init__(source)
@@ -30,8 +34,10 @@ class LabelMapsFromFolder(_Lookup):
         self.classes: list[str] | None = None
 
     def bind_dataset(self, dataset: Any) -> None:
-        """Learn the dataset's class names (DICOM SEG segments are matched to them)."""
-        self.classes = list(dataset.classes) if getattr(dataset, "classes", None) else None
+        """Remember the dataset's class names and label count (``classes`` include the background)."""
+        classes = getattr(dataset, "classes", None)
+        self.classes = list(classes) if classes else None
+        self.num_classes = len(classes) if classes else None
 
     def _known_ids(self) -> set[str]:
         from medimg_bench.datasets.mask_formats import is_label_file, label_stem
@@ -55,9 +61,10 @@ class LabelMapsFromFolder(_Lookup):
             path = self._path(str(sid))
             image = images[i]
             shape = tuple(image.shape[1:])
+            array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map,
+                                          image_affine=metas[i].get("affine"), image_shape=shape)
+            array = check_label_values(array, path, sample_id=str(sid), num_classes=self.num_classes)
             try:
-                array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map,
-                                              image_affine=metas[i].get("affine"), image_shape=shape)
                 array, affine = place_on_grid(np.asarray(array), meta.get("affine"), shape, metas[i].get("affine"))
                 labels = align_to_image_grid(
                     np.asarray(array), affine, metas[i].get("affine"), image_shape=shape,
