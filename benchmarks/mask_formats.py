@@ -6,10 +6,9 @@ Run: ``python benchmarks/mask_formats.py [--slices 48] [--size 256] [--segments 
 seconds per case for each reader and the ratio (peer / ours) where there is a peer.
 
 Measured (shared 2-core CPU under load, defaults: 48 x 256 x 256, 5 segments): DICOM SEG ours
-1.76 s/case; highdicom 0.28.2 ``get_volume`` refused the SEG highdicom itself wrote from this
-series ("Frame positions do not form a regularly-spaced volume": it writes SpacingBetweenSlices
-5.0 for slices 2.5 mm apart), so there is no ratio; RTSTRUCT 5 ROIs x 48 contours 1.76 s/case;
-NRRD 0.061 s and MHA 0.045 s vs NIfTI 0.079 s for the same compressed labels.
+1.80 s/case, highdicom 0.28.2 ``segread`` + ``get_volume`` 1.91 s (ratio 1.06); RTSTRUCT 5 ROIs x
+48 contours 1.79 s/case; NRRD 0.072 s and MHA 0.064 s vs NIfTI 0.114 s for the same compressed
+labels.
 """
 
 from __future__ import annotations

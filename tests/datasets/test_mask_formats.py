@@ -42,7 +42,7 @@ def _ct_series(folder: Path, n: int = 4, size: int = 32) -> list:
         ds.ImagePositionPatient = [-20.0, -30.0, 10.0 + 2.5 * i]
         ds.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
         ds.PixelSpacing = [0.8, 0.7]
-        ds.SliceThickness = 2.5
+        ds.SliceThickness = ds.SpacingBetweenSlices = 2.5  # CT_small says 5.0 for both
         ds.save_as(folder / f"{i:03d}.dcm")
         out.append(ds)
     return out
@@ -245,3 +245,25 @@ def test_rtstruct_rasterised_onto_the_image_grid(tmp_path):
     _write_rtstruct(tmp_path / "labels" / "case1.dcm", bad)
     with pytest.raises(SampleError, match=r"case1\.dcm.*not in one slice|not in one slice.*case1\.dcm"):
         create_dataset("nifti_pairs", root=tmp_path, classes=CLASSES)[0]
+
+
+def test_dicom_seg_geometry_equals_highdicom_get_volume(seg_case):
+    import highdicom as hd
+
+    from medimg_bench.datasets.mask_formats.dicom_seg import read_dicom_seg
+
+    root, *_ = seg_case
+    path = root / "labels" / "case1.dcm"
+    labels, meta = read_dicom_seg(path, classes=CLASSES)
+    vol = hd.seg.segread(str(path)).get_volume(combine_segments=False)
+    ref = np.asarray(vol.array)
+    expect = np.zeros(ref.shape[:3], np.int64)
+    expect[ref[..., 1] > 0] = 1  # segment 2 "Spleen" -> class 1
+    expect[ref[..., 0] > 0] = 2  # segment 1 "Liver" -> class 2 (higher class wins)
+    hd_ras = np.asarray(vol.affine, dtype=np.float64).copy()
+    hd_ras[:2] *= -1
+    # highdicom may order the slices the other way: compare on one grid, through the affines
+    on_ours, aff = place_on_grid(expect, hd_ras, labels.shape, meta["affine"])
+    assert aff is meta["affine"] or np.allclose(aff, meta["affine"])
+    np.testing.assert_array_equal(on_ours, labels)
+    assert (labels == 2).sum() == (ref[..., 0] > 0).sum() > 0
