@@ -94,3 +94,32 @@ def test_bad_input():
         VerSeIdRate().update(torch.zeros(1, 4, 4, 4), torch.zeros(1, 4, 4, 5))
     with pytest.raises(ValueError, match="2D or 3D"):
         centroids_from_labels(np.zeros(4))
+
+
+def test_metrics_verse_config_through_the_engine(tmp_path):
+    """``metrics=verse``: Dice/HD per vertebra and the two VerSe values from one segmentation run."""
+    import nibabel as nib
+    import yaml
+
+    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.registry import create_dataset, create_model
+    from medimg_bench.resources import config_dir
+
+    target, affine = _spine_volume()
+    pred = target.clone()
+    pred[pred == 2] = 3
+    for d in ("images", "labels", "preds"):
+        (tmp_path / d).mkdir()
+    for case, p in (("a", target), ("b", pred)):
+        nib.save(nib.Nifti1Image(np.zeros(target.shape, np.float32), affine), str(tmp_path / "images" / f"{case}.nii.gz"))
+        nib.save(nib.Nifti1Image(target.numpy().astype(np.uint8), affine), str(tmp_path / "labels" / f"{case}.nii.gz"))
+        nib.save(nib.Nifti1Image(p.numpy().astype(np.uint8), affine), str(tmp_path / "preds" / f"{case}.nii.gz"))
+    classes = ["background", *[f"v{i}" for i in range(1, 6)]]
+    ds = create_dataset("nifti_pairs", root=tmp_path, classes=classes)
+    spec = yaml.safe_load((config_dir() / "metrics" / "verse.yaml").read_text())
+    res = evaluate(create_model("predictions", root=tmp_path / "preds"), ds, task="segmentation",
+                   metrics=spec, device="cpu", progress=False, n_resamples=20)
+    m = res.summary["metrics"]
+    assert m["verse_id_rate"]["per_class"]["0"]["mean"] == pytest.approx(0.9)
+    assert m["verse_localisation_distance"]["per_class"]["0"]["mean"] == pytest.approx(9.0 / 8)
+    assert m["dice"]["per_class"]["v1"]["mean"] == pytest.approx(1.0) and "hausdorff" in m
