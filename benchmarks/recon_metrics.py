@@ -8,10 +8,12 @@ Run: ``python benchmarks/recon_metrics.py [--n 4] [--shape 16 320 320] [--fastmr
 ``tools/fastmri_fixtures.py``); without it scikit-image is called with evaluate.py's settings.
 Prints seconds per volume and the ratio (fastMRI / ours; > 1 means we are faster).
 
-Measured (2-core CPU shared with other jobs, load average ~19, so only the ratio means much),
-2 volumes of 16 x 320 x 320: ours 4.3 s/volume, fastMRI 0.80 s/volume (ratio 0.18: on CPU our
-float64 shifted-view SSIM filter is ~5x slower than scikit-image's C uniform_filter; it was
-written for exactness and GPU batches); SKM-TEA load 2.5 s/volume (16 x 256 x 160, 8 coils).
+Measured (2-core CPU shared with other jobs, load average ~15-19, so only the ratio means much),
+2 volumes of 16 x 320 x 320: ours 3.7-4.3 s/volume with torch's 2 threads, 2.3 s with
+OMP_NUM_THREADS=1; fastMRI 0.65-0.80 s/volume (ratio 0.17 / 0.30: on CPU our float64 SSIM is
+3-6x slower than scikit-image's C filters; swapping our window sums for scipy's correlate1d did
+not change the ratio, so the cost is in the element-wise float64 terms). SKM-TEA load
+2.0-2.5 s/volume (16 x 256 x 160, 8 coils, mask + SENSE zero-filled).
 """
 
 from __future__ import annotations
