@@ -37,6 +37,7 @@ LOWER_IS_BETTER = {
     ("segmentation", "hausdorff"), ("segmentation", "hd95"), ("segmentation", "assd"), ("segmentation", "masd"),
     ("nmse", "nmse"), ("ece", "ece"), ("vqa", "unparsed_rate"), ("agreement", "mae"), ("agreement", "rmse"),
     ("sod_toolbox", "mae"), ("box_iou_3d", "no_box_rate"),
+    ("verse_localisation_distance", "verse_localisation_distance"),
 }
 SIGNED = {
     ("volume_difference", "volume_difference"), ("segmentation", "volume_difference"),
