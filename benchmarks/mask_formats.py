@@ -16,19 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-
-
-def best(fn, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best_of as best  # noqa: E402
 
 
 def main() -> None:

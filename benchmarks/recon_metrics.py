@@ -21,22 +21,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from _timing import best_of as best  # noqa: E402
 
 from medimg_bench.metrics.reconstruction import nmse, psnr, ssim
-
-
-def best(fn, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def peer(root: str | None):

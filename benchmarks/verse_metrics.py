@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,16 +21,8 @@ import numpy as np
 from medimg_bench.metrics.verse import centroids_from_labels, verse_hits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from _timing import best_of as best  # noqa: E402
 from verse_fixtures import MAX, corpus  # noqa: E402
-
-
-def best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:
