@@ -119,7 +119,7 @@ def synthetic_cxr(n: int, size: int, root: Path):
     """The package's synthetic chest X-ray phantoms (16-bit PNG files read back by its loader)."""
     from medimg_bench.datasets import create
 
-    return create("synthetic_cxr", root, split="all", n=n, size=size)
+    return create("synthetic_cxr", cache_dir=root, split="all", n=n, size=size)
 
 
 VARIANTS = {  # label: (checkpoint, interval between saves in s)

@@ -129,7 +129,7 @@ def build_seg_run(work: Path, cases: int, shape: list[int], keep: int) -> tuple[
     from medimg_bench.tasks.segmentation import SegmentationTask
 
     n = round(cases / 0.375)
-    ds = mb.create_dataset("synthetic_ct", root=work / "ct", split="test", n=n, shape=shape)
+    ds = mb.create_dataset("synthetic_ct", cache_dir=work / "ct", split="test", n=n, shape=shape)
     task = SegmentationTask(keep_worst=keep)
     metrics = {"dice": {}, "hd95": {}, "assd": {}, "nsd": {"tolerance": 2.0}}
     start = time.process_time()
@@ -137,7 +137,7 @@ def build_seg_run(work: Path, cases: int, shape: list[int], keep: int) -> tuple[
     seconds = time.process_time() - start  # CPU: the wall time swings with the machine's load
     out = work / f"seg_run_keep{keep}"
     res.save(out, config={"task": {"name": "segmentation", "options": {"keep_worst": keep}},
-                          "dataset": {"name": "synthetic_ct", "root": str(work / "ct"), "split": "test",
+                          "dataset": {"name": "synthetic_ct", "root": str(ds.root), "split": "test",
                                       "options": {"n": n, "shape": shape}}, "model": {"name": "shifted_reference"}})
     return out, seconds
 

@@ -76,9 +76,9 @@ def test_bad_sample_in_a_run_is_recorded(tmp_path):
     from medimg_bench.datasets import create
 
     root = tmp_path / "data"
-    ds = create("synthetic_cxr", root, split="test", n=16, size=32)
-    (root / ds.manifest["image"][0]).write_bytes(b"corrupt")
-    out = _cli(tmp_path, "run", f"output_dir={tmp_path}/runs", f"dataset.root={root}", *TINY_CLS)
+    ds = create("synthetic_cxr", cache_dir=root, split="test", n=16, size=32)
+    (ds.root / ds.manifest["image"][0]).write_bytes(b"corrupt")
+    out = _cli(tmp_path, "run", f"output_dir={tmp_path}/runs", f"dataset.root={ds.root}", *TINY_CLS)
     assert out.returncode == 0, out.stderr
     table = pd.read_parquet(_run_dir(out.stdout) / "samples.parquet")
     failed = table[table["status"] == "failed"]
@@ -91,11 +91,11 @@ def test_datasets_check_exit_codes(tmp_path):
     from medimg_bench.datasets import create
 
     root = tmp_path / "data"
-    ds = create("synthetic_cxr", root, split="test", n=8, size=16)
-    ok = _cli(tmp_path, "datasets", "check", "synthetic_cxr", f"root={root}", "options.n=8", "options.size=16")
+    ds = create("synthetic_cxr", cache_dir=root, split="test", n=8, size=16)
+    ok = _cli(tmp_path, "datasets", "check", "synthetic_cxr", f"root={ds.root}", "options.n=8", "options.size=16")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "leakage train <-> test: none" in ok.stdout
-    (root / ds.manifest["image"][0]).unlink()
-    bad = _cli(tmp_path, "datasets", "check", "synthetic_cxr", f"root={root}", "options.n=8", "options.size=16")
+    (ds.root / ds.manifest["image"][0]).unlink()
+    bad = _cli(tmp_path, "datasets", "check", "synthetic_cxr", f"root={ds.root}", "options.n=8", "options.size=16")
     assert bad.returncode == 1 and ds.manifest["image"][0] in bad.stdout
     assert _cli(tmp_path, "datasets", "check", "no_such_dataset").returncode == 2

@@ -8,8 +8,10 @@ own readers (so the demo exercises the same I/O path as real data).
   organ label map: 1 ``liver``, 2 ``kidney`` (both sides), 3 ``spleen``, 4 ``spine``.
 * ``builtin_real`` — the real DICOM and NIfTI files that pydicom and nibabel ship.
 
-Every image depends only on ``(seed, index)``; files are generated once into ``root`` (default
-``~/.cache/medimg_bench/synthetic``) and reused.
+Every image depends only on ``(seed, index)``; files are generated once into a folder per
+parameter set under ``cache_dir`` (default ``$MEDIMG_BENCH_CACHE/synthetic``, else
+``~/.cache/medimg_bench/synthetic``) and reused. ``root=`` only reads back such a folder (it holds
+the writer's ``params.json``); any other folder is refused, never written into.
 """
 
 from __future__ import annotations
@@ -235,9 +237,14 @@ def write_synthetic_ct(
 
 
 def _materialize(
-    kind: str, root: str | Path | None, params: Mapping[str, Any], writer: Callable[..., Path]
+    kind: str, root: str | Path | None, params: Mapping[str, Any], writer: Callable[..., Path],
+    cache_dir: str | Path | None = None,
 ) -> tuple[Path, pd.DataFrame]:
     """Generate the phantoms once per parameter set and return (folder, manifest).
+
+    Phantoms are written under ``cache_dir`` (default :func:`default_cache_dir`), one folder
+    ``<kind>_<parameters>`` per parameter set. ``root`` only reads back a phantom folder this toolkit wrote (its
+    ``params.json`` marker, same parameters); any other folder is refused, never written into.
 
     Safe when many processes start at once on one cache (a Hydra multirun, a SLURM array on a
     shared file system): ``_fs.locked_materialize`` lets the first writer build under a file lock
@@ -247,9 +254,13 @@ def _materialize(
     """
     from medimg_bench._fs import locked_materialize
 
-    key = "_".join(f"{k}{v}" for k, v in sorted(params.items())).replace(" ", "").replace(",", "x")
-    folder = Path(root) if root is not None else default_cache_dir() / f"{kind}_{key}"
     wanted = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}, sort_keys=True)
+    if root is not None:
+        return _read_phantom_folder(kind, Path(root), wanted), \
+            pd.read_csv(Path(root) / "manifest.csv", dtype={"id": str, "patient_id": str})
+    key = "_".join(f"{k}{v}" for k, v in sorted(params.items())).replace(" ", "").replace(",", "x")
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = base / f"{kind}_{key}"
 
     def finished(where: Path) -> bool:
         stamp = where / "params.json"
@@ -259,13 +270,26 @@ def _materialize(
         writer(tmp, **params)
         (tmp / "params.json").write_text(wanted)
 
-    if root is not None and not finished(folder) and folder.is_dir() and any(folder.iterdir()) \
-            and not (folder / "params.json").exists():
-        raise ValueError(f"synthetic_{kind}: {str(folder)!r} holds files but no params.json, so it is "
-                         "not a phantom folder this toolkit wrote; refusing to replace it (pick an "
-                         "empty or new folder)")
     locked_materialize(folder, build, is_complete=finished)
     return folder, pd.read_csv(folder / "manifest.csv", dtype={"id": str, "patient_id": str})
+
+
+def _read_phantom_folder(kind: str, folder: Path, wanted: str) -> Path:
+    """``folder`` if it is a finished phantom folder of these parameters, else a ValueError that
+    says where synthetic data goes (the ``root`` of a generated dataset is never written into)."""
+    stamp = folder / "params.json"
+    if not stamp.is_file() or not (folder / "manifest.csv").is_file():
+        what = "does not exist" if not folder.exists() else "is not a phantom folder this toolkit wrote (no params.json)"
+        raise ValueError(
+            f"synthetic_{kind}: root={str(folder)!r} {what}. Synthetic data is generated, not read from a "
+            f"root: it is written under the cache ({default_cache_dir()}, from $MEDIMG_BENCH_CACHE); set "
+            "dataset.options.cache_dir=DIR (cache_dir=DIR in Python) to write it elsewhere and leave "
+            "dataset.root null. root= only reads back a phantom folder written before (its params.json).")
+    if stamp.read_text() != wanted:
+        raise ValueError(f"synthetic_{kind}: root={str(folder)!r} holds phantoms made with {stamp.read_text()}, "
+                         f"not the ones asked for ({wanted}); drop root= to generate these under the cache "
+                         "(dataset.options.cache_dir=DIR to choose where), or ask for the folder's options")
+    return folder
 
 
 def _select_split(manifest: pd.DataFrame, split: str | None, name: str) -> pd.DataFrame:
@@ -311,10 +335,14 @@ def synthetic_cxr(
     n: int = 200,
     size: int = 64,
     seed: int = 0,
+    cache_dir: str | Path | None = None,
     transform: Callable[[dict], dict] | None = None,
 ) -> SyntheticCXR:
-    """Chest-X-ray phantoms (multi-label: nodule, effusion, cardiomegaly), split by patient."""
-    folder, manifest = _materialize("cxr", root, {"n": n, "size": size, "seed": seed}, write_synthetic_cxr)
+    """Chest-X-ray phantoms (multi-label: nodule, effusion, cardiomegaly), split by patient,
+    written under ``cache_dir`` (default ``$MEDIMG_BENCH_CACHE/synthetic``); ``root``
+    only reads back a phantom folder written before."""
+    folder, manifest = _materialize("cxr", root, {"n": n, "size": size, "seed": seed}, write_synthetic_cxr,
+                                    cache_dir=cache_dir)
     return SyntheticCXR(
         _select_split(manifest, split, "synthetic_cxr"),
         root=folder,
@@ -368,12 +396,14 @@ def synthetic_ct(
     spacing: Sequence[float] = (1.5, 1.5, 3.0),
     seed: int = 0,
     window: Sequence[float] | None = (-200.0, 300.0),
+    cache_dir: str | Path | None = None,
     transform: Callable[[dict], dict] | None = None,
 ) -> SyntheticCT:
     """CT phantoms with 4 organ classes, anisotropic spacing (mm), HU windowed to [0, 1] by
-    default (``window=None`` keeps HU)."""
+    default (``window=None`` keeps HU); written under ``cache_dir`` (default
+    ``$MEDIMG_BENCH_CACHE/synthetic``), ``root`` only reads back a phantom folder written before."""
     params = {"n": n, "shape": tuple(int(s) for s in shape), "spacing": tuple(float(s) for s in spacing), "seed": seed}
-    folder, manifest = _materialize("ct", root, params, write_synthetic_ct)
+    folder, manifest = _materialize("ct", root, params, write_synthetic_ct, cache_dir=cache_dir)
     return SyntheticCT(
         _select_split(manifest, split, "synthetic_ct"),
         root=folder,

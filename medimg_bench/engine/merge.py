@@ -147,7 +147,7 @@ def _expand(run_dirs: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool = True) -> Any:
+def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool = True, overwrite: bool = False) -> Any:
     """Merge the run directories of the shards of one evaluation into ``out``; returns the
     :class:`~medimg_bench.engine.results.Results` a single run would have given."""
     from medimg_bench.engine.results import Records, Results, build_samples_table
@@ -207,7 +207,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     results = Results(name=manifest.get("name", "merged"), task=task, samples=samples, summary=summary,
                       manifest=manifest, metrics=metrics)
     config = {**c, "shard": None}
-    results.save(out, config=config, plots=plots)
+    results.save(out, config=config, plots=plots, overwrite=overwrite)
     return results
 
 
@@ -233,8 +233,8 @@ def cli_main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     try:
-        results = merge_runs(args.run_dirs, out, plots=not args.no_plots)
-    except ValueError as exc:
+        results = merge_runs(args.run_dirs, out, plots=not args.no_plots, overwrite=args.overwrite)
+    except (ValueError, FileExistsError) as exc:
         print(f"medimg-bench merge: {exc}", file=sys.stderr)
         return 1
     from medimg_bench.engine.report import print_summary

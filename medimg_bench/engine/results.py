@@ -293,9 +293,16 @@ class Results:
     def failures(self) -> pd.DataFrame:
         return self.samples[self.samples["status"] == "failed"][["id", "patient_id", "error"]]
 
-    def save(self, run_dir: str | Path, *, config: Mapping[str, Any] | None = None, plots: bool = True) -> Path:
-        """Write the run directory (see module docstring); returns its path."""
+    def save(self, run_dir: str | Path, *, config: Mapping[str, Any] | None = None, plots: bool = True,
+             overwrite: bool = False) -> Path:
+        """Write the run directory (see module docstring); returns its path. A directory that
+        already holds results (``summary.json`` or ``samples.parquet``) is refused with
+        ``FileExistsError`` unless ``overwrite=True``, as the CLI refuses without ``overwrite=true``."""
         run_dir = Path(run_dir)
+        held = [f for f in ("summary.json", "samples.parquet") if (run_dir / f).exists()]  # run_dir.RESULT_FILES
+        if held and not overwrite:
+            raise FileExistsError(f"run directory {run_dir} already holds results ({', '.join(held)}); "
+                                  "pass overwrite=True to replace it")
         run_dir.mkdir(parents=True, exist_ok=True)
         samples = self.samples.copy()
         for col in samples.columns:  # parquet needs one type per column

@@ -97,6 +97,12 @@ def higher_is_better(metric: Metric, column: str | None = None) -> bool | None:
     return metric.higher_is_better
 
 
+def value_bounds(metric: Metric, column: str | None = None) -> list[float | None]:
+    """``[low, high]`` of a metric's (or column's) values for ``summary.json``; None = unbounded."""
+    lo, hi = metric.range_of(column) if column is not None else metric.value_range
+    return [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi]
+
+
 @dataclass
 class _Interval:
     estimate: np.ndarray
@@ -170,7 +176,8 @@ def _per_sample_summary(
 ) -> dict[str, Any]:
     v = values.detach().double().cpu()
     names = _class_names(metric, v.shape[1] if v.ndim == 2 else 1)
-    res: dict[str, Any] = {"kind": "per_sample", "higher_is_better": higher_is_better(metric, column), "per_class": {}}
+    res: dict[str, Any] = {"kind": "per_sample", "higher_is_better": higher_is_better(metric, column),
+                           "range": value_bounds(metric, column), "per_class": {}}
     if v.numel() == 0:
         return res
 
@@ -196,7 +203,8 @@ def _per_sample_summary(
 
 
 def _dataset_summary(metric: Metric, ci: _Interval | None, targets: Any) -> dict[str, Any]:
-    res: dict[str, Any] = {"kind": "dataset", "higher_is_better": metric.higher_is_better, "per_class": {}}
+    res: dict[str, Any] = {"kind": "dataset", "higher_is_better": metric.higher_is_better,
+                           "range": value_bounds(metric), "per_class": {}}
     if ci is None:  # no sample
         return res
     if ci.note:
@@ -211,5 +219,9 @@ def _dataset_summary(metric: Metric, ci: _Interval | None, targets: Any) -> dict
     for j, cname in enumerate(names):
         res["per_class"][cname] = {"value": _f(est[j]), "ci_low": _f(ci.low[j]), "ci_high": _f(ci.high[j]),
                                    "n": int(counts[j])}
+        if cname in metric.directions:  # a statistic with its own direction (agreement's mae)
+            res["per_class"][cname]["higher_is_better"] = metric.directions[cname]
+        if cname in metric.value_ranges:
+            res["per_class"][cname]["range"] = value_bounds(metric, cname)
     res["mean"] = {"value": _f(est[-1]), "ci_low": _f(ci.low[-1]), "ci_high": _f(ci.high[-1])}
     return res

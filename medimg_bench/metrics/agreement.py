@@ -11,6 +11,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -205,6 +206,11 @@ class Agreement(Metric):
     per_sample = False
     input_kind = "measurements"
     higher_is_better = None
+    #: the statistics (its classes): errors lower, agreement higher; bias and limits signed
+    directions = MappingProxyType({"mae": False, "rmse": False, "bias": None, "loa_low": None, "loa_high": None,
+                                   "icc2_1": True, "icc3_1": True, "pearson": True, "spearman": True})
+    value_ranges = MappingProxyType({"mae": (0.0, math.inf), "rmse": (0.0, math.inf), "icc2_1": (-1.0, 1.0),
+                                     "icc3_1": (-1.0, 1.0), "pearson": (-1.0, 1.0), "spearman": (-1.0, 1.0)})
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=class_names or AGREEMENT_STATS)

@@ -16,7 +16,9 @@ Two kinds of metric share the class:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -52,7 +54,18 @@ class Metric:
 
     name: str = "metric"
     per_sample: bool = True
+    #: the direction every registered metric declares in its own class (``tests/metrics/
+    #: test_direction.py`` checks it): True, False (distances, error rates) or None (signed:
+    #: closer to 0 is better, or a statistic with no direction)
     higher_is_better: bool | None = True
+    #: directions of single columns of a combined metric (VQA's ``unparsed_rate``) or of the
+    #: statistics a dataset-level metric returns as classes (agreement's ``mae``), where they
+    #: differ from :attr:`higher_is_better`
+    directions: Mapping[str, bool | None] = MappingProxyType({})
+    #: the interval every value lies in (AUROC, Dice: (0, 1); distances (0, inf)); seed tables
+    #: clip their intervals to it. ``value_ranges``: per column / statistic where it differs
+    value_range: tuple[float, float] = (-math.inf, math.inf)
+    value_ranges: Mapping[str, tuple[float, float]] = MappingProxyType({})
     #: what ``update`` takes: "scores", "label_maps", "images", "measurements", "detections",
     #: "phases" or "text" (strings); the bad-input suite builds its cases from it
     input_kind: str = "tensors"
@@ -133,6 +146,15 @@ class Metric:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         self.update(*args, **kwargs)
+
+    def higher_is_better_of(self, column: str) -> bool | None:
+        """Direction of one column (combined metrics) or statistic (classes of a dataset-level
+        metric): its entry in :attr:`directions`, else :attr:`higher_is_better`."""
+        return self.directions.get(column, self.higher_is_better)
+
+    def range_of(self, column: str) -> tuple[float, float]:
+        """``(low, high)`` bounds of one column or statistic's values (infinite: unbounded)."""
+        return self.value_ranges.get(column, self.value_range)
 
     # -- distributed ----------------------------------------------------------------------------
     def sync(self, *, group: Any = None) -> None:

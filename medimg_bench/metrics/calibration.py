@@ -166,6 +166,7 @@ class ECE(_ScoreMetric):
 
     name = "ece"
     higher_is_better = False
+    value_range = (0.0, 1.0)
 
     def __init__(
         self,

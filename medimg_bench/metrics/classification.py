@@ -717,6 +717,7 @@ class _ScoreMetric(Metric):
 
     per_sample = False
     higher_is_better = True
+    value_range = (0.0, 1.0)
     input_kind = "scores"
     concat_updates = True  # update appends the batch's scores, targets and ids
 

@@ -314,6 +314,7 @@ class FROCCPM(Metric):
     per_sample = False
     input_kind = "detections"
     higher_is_better = True
+    value_range = (0.0, 1.0)  # sensitivities
 
     def __init__(
         self,

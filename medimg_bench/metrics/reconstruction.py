@@ -223,6 +223,7 @@ class SSIM(_PerSampleRecon):
 
     name = "ssim"
     higher_is_better = True
+    value_range = (-1.0, 1.0)
 
     def _fn(self, preds: Any, targets: Any) -> torch.Tensor:
         return ssim(preds, targets, **self.kwargs)
@@ -234,6 +235,7 @@ class NMSE(_PerSampleRecon):
 
     name = "nmse"
     higher_is_better = False
+    value_range = (0.0, math.inf)
 
     def _fn(self, preds: Any, targets: Any) -> torch.Tensor:
         return nmse(preds, targets, **self.kwargs)

@@ -15,6 +15,7 @@ read (e.g. ``percentile`` for Dice) is an error naming it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -360,6 +361,12 @@ class SegmentationMetrics(_SegBase):
 
         return METRICS.get(name).higher_is_better if name in METRICS else None
 
+    def range_of(self, name: str) -> tuple[float, float]:
+        """Bounds of one of the combined metrics: those of its stand-alone class."""
+        from medimg_bench.registry import METRICS
+
+        return METRICS.get(name).value_range if name in METRICS else (-math.inf, math.inf)
+
     def compute_all(self) -> dict[str, torch.Tensor]:
         """``{metric: (C,) NaN-aware mean per class}``."""
         return {m: v.nanmean(0) for m, (_, v) in self.metric_values().items()}
@@ -368,9 +375,11 @@ class SegmentationMetrics(_SegBase):
 register_metric("segmentation", tags=("segmentation",))(SegmentationMetrics)
 
 
-def _make(metric: str, cls_name: str, higher: bool, doc: str) -> type[_SegBase]:
+def _make(metric: str, cls_name: str, higher: bool | None, doc: str) -> type[_SegBase]:
+    bounds = (0.0, math.inf) if metric in ("hausdorff", "hd95", "assd", "masd") else (-math.inf, math.inf) if metric == "volume_difference" \
+        else (0.0, 1.0)
     cls = type(cls_name, (_SegBase,), {
-        "name": metric, "per_sample": True, "higher_is_better": higher,
+        "name": metric, "per_sample": True, "higher_is_better": higher, "value_range": bounds,
         "metric_names": (metric,), "__doc__": doc, "__module__": __name__,
     })
     register_metric(metric, tags=("segmentation",))(cls)
@@ -381,7 +390,7 @@ Dice = _make("dice", "Dice", True, "Stateful Dice per sample and class.")
 IoU = _make("iou", "IoU", True, "Stateful IoU (Jaccard) per sample and class.")
 Precision = _make("precision", "Precision", True, "Stateful voxel precision per sample and class.")
 Recall = _make("recall", "Recall", True, "Stateful voxel recall per sample and class.")
-VolumeDifference = _make("volume_difference", "VolumeDifference", False,
+VolumeDifference = _make("volume_difference", "VolumeDifference", None,  # signed: 0 is best
                          "Stateful signed volume difference per sample and class.")
 Hausdorff = _make("hausdorff", "Hausdorff", False, "Stateful Hausdorff distance (mm); `percentile`.")
 HD95 = _make("hd95", "HD95", False, "Stateful 95th-percentile Hausdorff distance (mm).")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -291,6 +292,8 @@ class SODToolbox(Metric):
     name = "sod_toolbox"
     per_sample = True
     higher_is_better = True
+    directions = MappingProxyType({"mae": False})  # the mean absolute error of the map: lower is better
+    value_range = (0.0, 1.0)  # every measure is a share, a similarity in [0, 1] or an error of [0, 1] maps
     input_kind = "prob_maps"
     concat_updates = True
 

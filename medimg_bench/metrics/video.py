@@ -293,6 +293,7 @@ class PhaseMetricsState(Metric):
     per_sample = True
     input_kind = "phases"
     higher_is_better = True
+    value_range = (0.0, 1.0)
 
     def __init__(
         self,

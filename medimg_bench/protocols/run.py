@@ -133,7 +133,7 @@ def _model_key(c: Mapping[str, Any]) -> str:
 # -- probes ---------------------------------------------------------------------------------------
 def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
     from medimg_bench.protocols.embeddings import cached_embeddings
-    from medimg_bench.protocols.probes import knn_predict, select_metric, train_linear_probe
+    from medimg_bench.protocols.probes import diagnose_probe, knn_predict, select_metric
     from medimg_bench.protocols.sampling import few_shot_indices
 
     if "emb" not in extra:  # once per run, shared by every seed
@@ -167,12 +167,12 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
     ytr = tr.y if ml else tr.y.reshape(-1)
     o = dict(p.get("options") or {})
     if p["name"] in ("linear_probe", "few_shot"):
-        lp = {k: o[k] for k in ("max_steps", "batch_size", "lr", "momentum", "weight_decay", "patience", "val_every")
-              if o.get(k) is not None}
-        probe = train_linear_probe(tr.x, ytr, va.x, yv, num_classes=len(classes), multilabel=ml, seed=seed,
-                                   device=_device(c), **lp)
+        probe = _linear_probe(o, tr.x, ytr, va.x, yv, len(classes), ml, seed, _device(c))
         probs = probe.predict_proba(te.x)
         info.update(best_step=probe.best_step, best_val=probe.best_val, steps=probe.steps)
+        if probe.kind == "clip_lbfgs":
+            info.update(probe="clip_lbfgs", chosen_c=probe.chosen_c, sweep=probe.sweep)
+        info["probe_check"] = diagnose_probe(probe, va.x, yv)
     else:  # knn: k picked on validation when a list is given
         ks = o.get("k", 20)
         ks = list(ks) if isinstance(ks, (list, tuple)) else [int(ks)]
@@ -191,6 +191,26 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
         probs = run(best_k, te.x)
     summary, samples = _score(c, probs, te.y if ml else te.y.reshape(-1), te.ids, te.patients, classes, seed)
     return {"summary": summary, "samples": samples, "info": info}
+
+
+def _linear_probe(o: Mapping[str, Any], x: torch.Tensor, y: torch.Tensor, xv: torch.Tensor, yv: torch.Tensor,
+                  k: int, ml: bool, seed: int, device: torch.device) -> Any:
+    """The probe ``protocol.options.probe`` names: ``eva`` (SGD, the default) or ``clip_lbfgs``."""
+    from medimg_bench.protocols.probes import PROBES, train_lbfgs_probe, train_linear_probe
+
+    kind = o.get("probe") or "eva"
+    if kind not in PROBES:
+        raise ValueError(f"protocol.options.probe={kind!r}; known probes: {list(PROBES)}")
+    if kind == "clip_lbfgs":
+        opts = dict(o.get("clip_lbfgs") or {})
+        return train_lbfgs_probe(x, y, xv, yv, num_classes=k, multilabel=ml, device=device,
+                                 max_iter=int(opts.get("max_iter", 1000)),
+                                 lambda_range=tuple(opts.get("lambda_range", (1e-6, 1e6))),
+                                 steps_per_decade=int(opts.get("steps_per_decade", 8)),
+                                 refit_on_train_val=bool(opts.get("refit_on_train_val", True)))
+    lp = {n: o[n] for n in ("max_steps", "batch_size", "lr", "momentum", "weight_decay", "patience", "val_every")
+          if o.get(n) is not None}
+    return train_linear_probe(x, y, xv, yv, num_classes=k, multilabel=ml, seed=seed, device=device, **lp)
 
 
 def _mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path, extra: dict[str, Any]) -> Any:
@@ -366,8 +386,10 @@ def retrieval_scores(
         ci = bootstrap_ci("mean", v[:, None], None, n_resamples=n_resamples, confidence=confidence,
                           groups=pats, seed=seed)
         val, lo, hi = (float(np.atleast_1d(t)[0]) for t in (ci.estimate, ci.low, ci.high))
-        out["metrics"][name] = {"kind": "per_sample", "higher_is_better": not name.endswith("mean_rank"),
-                                "per_class": {}, "mean": {"value": round(val, 6), "ci_low": _r(lo), "ci_high": _r(hi)}}
+        rank = name.endswith("mean_rank")
+        out["metrics"][name] = {"kind": "per_sample", "higher_is_better": not rank,
+                                "range": [1.0, None] if rank else [0.0, 1.0], "per_class": {},
+                                "mean": {"value": round(val, 6), "ci_low": _r(lo), "ci_high": _r(hi)}}
     out.update(n_samples=len(ids), n_failed=0, failed_ids=[])
     samples = pd.DataFrame({"id": ids, "patient_id": pats, "status": "ok",
                             **{k: v.numpy() for k, v in cols.items()}})
@@ -379,8 +401,12 @@ def _r(x: float) -> float | None:
 
 
 # -- writing and aggregating ----------------------------------------------------------------------
-def _seed_stats(values: Sequence[float], confidence: float) -> dict[str, Any]:
-    """Mean, standard deviation (ddof=1) and a Student-t CI of the mean over seeds."""
+def _seed_stats(values: Sequence[float], confidence: float,
+                bounds: Sequence[float | None] | None = None) -> dict[str, Any]:
+    """Mean, standard deviation (ddof=1) and a Student-t CI of the mean over seeds, the interval
+    clipped to the metric's range ``bounds`` (``[low, high]``, None = unbounded): a bounded metric
+    (AUROC, accuracy, Dice…) never gets an interval outside [0, 1]; ``ci_clipped`` says when a
+    bound was cut."""
     v = np.asarray([x for x in values if x is not None and not math.isnan(x)], dtype=float)
     if len(v) == 0:
         return {"value": None, "std": None, "ci_low": None, "ci_high": None, "n_seeds": 0}
@@ -391,8 +417,36 @@ def _seed_stats(values: Sequence[float], confidence: float) -> dict[str, Any]:
 
     sd = float(v.std(ddof=1))
     half = float(stats.t.ppf(0.5 + confidence / 2, len(v) - 1)) * sd / math.sqrt(len(v))
-    return {"value": round(mean, 6), "std": round(sd, 6), "ci_low": round(mean - half, 6),
-            "ci_high": round(mean + half, 6), "n_seeds": int(len(v))}
+    low, high = mean - half, mean + half
+    lo, hi = (bounds if bounds is not None else (None, None))
+    clipped = (lo is not None and low < lo) or (hi is not None and high > hi)
+    low = max(low, lo) if lo is not None else low
+    high = min(high, hi) if hi is not None else high
+    return {"value": round(mean, 6), "std": round(sd, 6), "ci_low": round(low, 6),
+            "ci_high": round(high, 6), "n_seeds": int(len(v)), "ci_clipped": bool(clipped)}
+
+
+def metric_bounds(name: str, entry: Mapping[str, Any] | None = None,
+                  class_name: str | None = None) -> list[float | None] | None:
+    """``[low, high]`` of a summary metric's values: the ``range`` its summary entry holds (per
+    class where the class is a statistic of its own), else the registered metric or column of
+    that name (summaries written before ranges were recorded); None when unknown."""
+    entry = entry or {}
+    per_class = (entry.get("per_class") or {}).get(class_name) if class_name is not None else None
+    if isinstance(per_class, Mapping) and per_class.get("range") is not None:
+        return list(per_class["range"])
+    if entry.get("range") is not None:
+        return list(entry["range"])
+    from medimg_bench.registry import METRICS
+
+    for candidate in METRICS.list():
+        cls = METRICS.get(candidate)
+        cls = cls if isinstance(cls, type) else getattr(cls, "fn", cls)
+        if candidate == name or name in getattr(cls, "value_ranges", {}) or name in getattr(cls, "metric_names", ()):
+            bare = cls.__new__(cls)
+            lo, hi = bare.range_of(name)
+            return [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi]
+    return None
 
 
 def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: Mapping[int, Any],
@@ -411,14 +465,15 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
                    "failed_ids": first.get("failed_ids", [])}
         for name, m in first["metrics"].items():
             vals = [per_seed[s]["summary"]["metrics"][name].get("mean", {}).get("value") for s in seeds]
-            entry = {"kind": m.get("kind"), "higher_is_better": m.get("higher_is_better"), "per_class": {},
-                     "mean": _seed_stats(vals, conf), "over": "seeds"}
+            bounds = metric_bounds(name, m)
+            entry = {"kind": m.get("kind"), "higher_is_better": m.get("higher_is_better"), "range": bounds,
+                     "per_class": {}, "mean": _seed_stats(vals, conf, bounds), "over": "seeds"}
             for cname in m.get("per_class", {}):
                 key = "value" if "value" in m["per_class"][cname] else "mean"
                 cv = [per_seed[s]["summary"]["metrics"][name]["per_class"][cname].get(key) for s in seeds]
-                st = _seed_stats(cv, conf)
+                st = _seed_stats(cv, conf, metric_bounds(name, m, cname))
                 entry["per_class"][cname] = {key: st["value"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
-                                             "std": st["std"]}
+                                             "std": st["std"], "ci_clipped": st.get("ci_clipped", False)}
             summary["metrics"][name] = entry
     summary["protocol"] = {"name": p["name"], "seeds": seeds, "options": dict(p.get("options") or {}),
                            "per_seed": {str(s): {n: m.get("mean", {}).get("value")
@@ -427,19 +482,41 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
                            "info": {str(s): _jsonable(r["info"]) for s, r in per_seed.items()}}
     if extra.get("embeddings"):
         summary["protocol"]["embeddings"] = extra["embeddings"]
+    _probe_warnings(summary, per_seed)
     samples = pd.concat([r["samples"].assign(seed=s) for s, r in per_seed.items()], ignore_index=True)
     manifest = {"name": f"{p['name']}/{c['dataset']['name']}", "protocol": p["name"], "seeds": seeds,
                 "wall_time_s": round(seconds, 3), "world_size": _world_size()}
     results = Results(name=manifest["name"], task=None, samples=samples, summary=summary, manifest=manifest)
     if is_main_process():
         config = redact_secrets(dict(c))
-        results.save(run_dir, config=config, plots=False)
+        results.save(run_dir, config=config, plots=False, overwrite=bool(c.get("overwrite") or c.get("resume")))
         for s, r in per_seed.items():
             d = run_dir / "seeds" / str(s)
             d.mkdir(parents=True, exist_ok=True)
             (d / "summary.json").write_text(json.dumps(_jsonable({**r["summary"], "info": r["info"]}), indent=2))
         _print(results)
     return results
+
+
+def _probe_warnings(summary: dict[str, Any], per_seed: Mapping[int, Any]) -> None:
+    """``summary["protocol"]["probe_learned"]`` and a ``summary["warnings"]`` line (also logged)
+    for every seed whose linear probe did not learn (see :func:`~medimg_bench.protocols.probes.diagnose_probe`)."""
+    import logging
+
+    checks = {s: r["info"]["probe_check"] for s, r in per_seed.items() if "probe_check" in r["info"]}
+    if not checks:
+        return
+    summary["protocol"]["probe_learned"] = all(ch["learned"] for ch in checks.values())
+    lines = []
+    for s, ch in checks.items():
+        if not ch["learned"]:
+            lines.append(f"seed {s}: the {ch['probe']} linear probe did not learn: " + "; ".join(ch["reasons"]) +
+                         " — its test metrics describe an untrained head, not the embeddings")
+        lines += [f"seed {s}: {w}" for w in ch["warnings"]]
+    if lines:
+        summary.setdefault("warnings", []).extend(lines)
+        for line in lines:
+            logging.getLogger("medimg_bench.protocols").warning(line)
 
 
 def _print(results: Any) -> None:
@@ -449,6 +526,8 @@ def _print(results: Any) -> None:
         mean = m.get("mean") or {}
         extra = f" ± {mean['std']:.4f} (sd over {m.get('over', 'seeds')})" if mean.get("std") is not None else ""
         print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
+    for line in results.summary.get("warnings", []):
+        print(f"  WARNING {line}")
 
 
 def _jsonable(o: Any) -> Any:
@@ -459,7 +538,8 @@ def _jsonable(o: Any) -> Any:
 
 def aggregate_seeds(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     """One row per (configuration minus seed) × metric over protocol run directories: ``mean``,
-    ``std`` (ddof=1), Student-t ``ci_low``/``ci_high`` over seeds, ``n_seeds``, ``seeds``,
+    ``std`` (ddof=1), Student-t ``ci_low``/``ci_high`` over seeds clipped to the metric's range
+    (``ci_clipped``), ``n_seeds``, ``seeds``,
     plus ``protocol``, ``model``, ``dataset`` and ``config`` (the JSON the runs were grouped by).
     A run holding several seeds itself contributes each of its seeds."""
     rows: dict[str, dict[str, Any]] = {}
@@ -479,24 +559,26 @@ def aggregate_seeds(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
         if not per_seed:
             per_seed = {str((manifest.get("config") or {}).get("seed", 0)):
                         {n: m.get("mean", {}).get("value") for n, m in summary.get("metrics", {}).items()}}
-        g = rows.setdefault(key, {"config": config, "values": {}})
+        g = rows.setdefault(key, {"config": config, "values": {}, "bounds": {}})
         for s, metrics in per_seed.items():
             for n, v in metrics.items():
                 g["values"].setdefault(n, {})[int(s)] = v
+                g["bounds"].setdefault(n, metric_bounds(n, summary.get("metrics", {}).get(n)))
     out = []
     conf = 0.95
     for key, g in rows.items():
         cfg = g["config"]
         for metric, by_seed in g["values"].items():
-            st = _seed_stats(list(by_seed.values()), conf)
+            st = _seed_stats(list(by_seed.values()), conf, g["bounds"].get(metric))
             out.append({"protocol": (cfg.get("protocol") or {}).get("name"),
                         "model": _model_key(cfg) if cfg.get("model") else None,
                         "dataset": (cfg.get("dataset") or {}).get("name"), "metric": metric,
                         "mean": st["value"], "std": st["std"], "ci_low": st["ci_low"], "ci_high": st["ci_high"],
+                        "ci_clipped": bool(st.get("ci_clipped", False)),
                         "n_seeds": st["n_seeds"], "seeds": ",".join(str(s) for s in sorted(by_seed)),
                         "config": key})
     return pd.DataFrame(out, columns=["protocol", "model", "dataset", "metric", "mean", "std", "ci_low", "ci_high",
-                                      "n_seeds", "seeds", "config"])
+                                      "ci_clipped", "n_seeds", "seeds", "config"])
 
 
 def write_seed_table(multirun_dir: str | Path) -> Path:

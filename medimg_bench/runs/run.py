@@ -206,7 +206,8 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
     from medimg_bench.engine.results import redact_secrets
 
     config = redact_secrets(c)
-    results.save(run_dir, config=config)
+    # check_run_dir applied the rules before the run: results already there mean overwrite/resume
+    results.save(run_dir, config=config, overwrite=bool(c.get("overwrite") or c.get("resume")))
     if c.get("shard"):
         from medimg_bench.engine.merge import save_shard_state
 

@@ -28,7 +28,7 @@ def _run(tmp_path, name, ds):
 
 def test_runs_on_other_bytes_are_refused_and_other_options_warned(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
-    ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=40, size=16)
+    ds = mb.create_dataset("synthetic_cxr", cache_dir=tmp_path / "cxr", split="test", n=40, size=16)
     a = _run(tmp_path, "a", ds)
     same = _run(tmp_path, "same", ds)
     assert data_differences(a, same) == ([], [])

@@ -38,8 +38,8 @@ class CountingModel:
 
 @pytest.fixture()
 def cxr(tmp_path):
-    ds = create("synthetic_cxr", tmp_path / "data", split="all", n=14, size=16)
-    (tmp_path / "data" / ds.manifest["image"][1]).write_bytes(b"broken")  # one failed sample
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "data", split="all", n=14, size=16)
+    (ds.root / ds.manifest["image"][1]).write_bytes(b"broken")  # one failed sample
     return ds
 
 
@@ -125,7 +125,7 @@ def _crash_after(model, n_calls):
 
 
 def test_resume_with_other_weights_or_architecture_is_refused(tmp_path):
-    ds = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "data", split="all", n=8, size=16)
     opts = dict(model_name="resnet10t", num_classes=3, in_channels=1)
     torch.manual_seed(0)
     first = create_model("timm", **opts)
@@ -146,7 +146,7 @@ def test_resume_with_other_weights_or_architecture_is_refused(tmp_path):
 
 
 def test_unet_with_other_channels_is_refused(tmp_path, synthetic_root):
-    ds = create("synthetic_ct", synthetic_root / "ct_ckpt", split="all", n=3, shape=(16, 16, 8))
+    ds = create("synthetic_ct", cache_dir=synthetic_root / "ct_ckpt", split="all", n=3, shape=(16, 16, 8))
     ckpt = tmp_path / "checkpoint"
     unet = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
     with pytest.raises(KeyboardInterrupt):
@@ -160,7 +160,7 @@ def test_unet_with_other_channels_is_refused(tmp_path, synthetic_root):
 def test_each_save_appends_only_what_is_new(tmp_path):
     """The old checkpoint rewrote every record at every save (quadratic in N): parts must stay
     the same size as the run goes on."""
-    ds = create("synthetic_cxr", tmp_path / "data", split="all", n=48, size=8)
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "data", split="all", n=48, size=8)
     ckpt = tmp_path / "checkpoint"
     _run(CountingModel(), ds, ckpt)
     sizes = [p.stat().st_size for p in sorted(ckpt.iterdir())]
@@ -242,7 +242,7 @@ def test_a_run_that_never_saves_computes_no_checkpoint_key(tmp_path, monkeypatch
     """The key (the weights' hash) is computed when a save or a resume needs it; the dataset's
     identity (manifest, file contents) once, for the manifest and the key. (A run with failures
     saves at the end.)"""
-    cxr = create("synthetic_cxr", tmp_path / "data", split="all", n=8, size=16)
+    cxr = create("synthetic_cxr", cache_dir=tmp_path / "data", split="all", n=8, size=16)
     calls = []
     real = type(cxr).identity
     monkeypatch.setattr(type(cxr), "identity", lambda self: calls.append(1) or real(self))

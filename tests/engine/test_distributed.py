@@ -29,7 +29,7 @@ def _run(root):
     from medimg_bench.datasets import create
     from medimg_bench.engine.runner import evaluate
 
-    ds = create("synthetic_cxr", root, split="all", n=11, size=16)
+    ds = create("synthetic_cxr", cache_dir=root, split="all", n=11, size=16)
     return evaluate(MeanModel(), ds, task="classification", metrics={"auroc": {}, "ece": {}},
                     batch_size=2, progress=False, n_resamples=50)
 
@@ -91,7 +91,7 @@ def _resume_worker(rank, port, root, ckpt, crash_at, queue):
         from medimg_bench.datasets import create
         from medimg_bench.engine.runner import evaluate
 
-        ds = create("synthetic_cxr", root, split="all", n=11, size=16)
+        ds = create("synthetic_cxr", cache_dir=root, split="all", n=11, size=16)
         model = CrashingMeanModel(crash_at)
         try:
             res = evaluate(model, ds, task="classification", metrics={"auroc": {}, "ece": {}}, batch_size=2,

@@ -109,8 +109,8 @@ def test_multiclass_with_an_unlabelled_sample():
 
 
 def test_training_skips_unreadable_samples(tmp_path, caplog):
-    ds = create("synthetic_cxr", tmp_path / "d", split="all", n=10, size=32)
-    (tmp_path / "d" / ds.manifest["image"][4]).write_bytes(b"broken")
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "d", split="all", n=10, size=32)
+    (ds.root / ds.manifest["image"][4]).write_bytes(b"broken")
     model = create_model("timm", model_name="resnet10t", num_classes=3, in_channels=1)
     task = create_task("classification")
     with caplog.at_level("WARNING"):
@@ -120,7 +120,7 @@ def test_training_skips_unreadable_samples(tmp_path, caplog):
 
 
 def test_segmentation_summary_knows_metric_directions(tmp_path):
-    ds = create("synthetic_ct", tmp_path / "ct", split="all", n=2, shape=(16, 16, 8))
+    ds = create("synthetic_ct", cache_dir=tmp_path / "ct", split="all", n=2, shape=(16, 16, 8))
     model = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
     res = evaluate(model, ds, task="segmentation",
                    metrics={"scores": {"metric": "segmentation", "metrics": ["dice", "hd95"]}},

@@ -91,8 +91,8 @@ class _Model:
 
 
 def test_failures_are_tagged_with_the_stage(tmp_path):
-    ds = create("synthetic_cxr", tmp_path / "d", split="all", n=8, size=16)
-    (tmp_path / "d" / ds.manifest["image"][0]).write_bytes(b"broken")
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "d", split="all", n=8, size=16)
+    (ds.root / ds.manifest["image"][0]).write_bytes(b"broken")
     bad_label = ds.sample_id(5)
     real_load = ds.load
 
@@ -115,7 +115,7 @@ def test_failures_are_tagged_with_the_stage(tmp_path):
 def test_out_of_memory_in_a_metric_names_the_case_and_the_chunk_option(tmp_path, synthetic_root):
     from medimg_bench.registry import create_model
 
-    ds = create("synthetic_ct", synthetic_root / "ct_oom", split="all", n=3, shape=(16, 16, 8))
+    ds = create("synthetic_ct", cache_dir=synthetic_root / "ct_oom", split="all", n=3, shape=(16, 16, 8))
     model = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
     from medimg_bench.metrics.segmentation import Dice
 

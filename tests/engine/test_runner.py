@@ -42,7 +42,7 @@ class FailOn(ThresholdModel):
 
 @pytest.fixture(scope="module")
 def cxr(tmp_path_factory):
-    return create("synthetic_cxr", tmp_path_factory.mktemp("cxr"), split="all", n=24, size=32)
+    return create("synthetic_cxr", cache_dir=tmp_path_factory.mktemp("cxr"), split="all", n=24, size=32)
 
 
 def test_auroc_and_table_match_sklearn(cxr):
@@ -57,8 +57,8 @@ def test_auroc_and_table_match_sklearn(cxr):
 
 
 def test_failing_samples_are_recorded_and_others_scored(cxr, tmp_path):
-    ds = create("synthetic_cxr", tmp_path / "broken", split="all", n=12, size=32)
-    (tmp_path / "broken" / ds.manifest["image"][3]).write_bytes(b"\x89PNG broken")
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "broken", split="all", n=12, size=32)
+    (ds.root / ds.manifest["image"][3]).write_bytes(b"\x89PNG broken")
     bad_predict = ds.sample_id(7)
     res = evaluate(FailOn(bad_predict), ds, task="classification", batch_size=4, progress=False, n_resamples=20)
     failed = res.failures.set_index("id")["error"]
@@ -75,7 +75,7 @@ def test_failing_samples_are_recorded_and_others_scored(cxr, tmp_path):
 
 
 def test_results_directory_layout(tmp_path, synthetic_root):
-    ds = create("synthetic_ct", synthetic_root / "ct_layout", split="all", n=3, shape=(16, 16, 8))
+    ds = create("synthetic_ct", cache_dir=synthetic_root / "ct_layout", split="all", n=3, shape=(16, 16, 8))
     model = create_model("monai_unet", num_classes=5, channels=(4, 8), strides=(2,), num_res_units=0)
     res = evaluate(model, ds, task="segmentation", metrics={"dice": {}}, progress=False, n_resamples=20)
     run = res.save(tmp_path / "run", config={"seed": 0})

@@ -42,9 +42,9 @@ def _same_run_dirs(single, merged):
 def test_three_shards_merged_equal_one_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "data"
-    ds = create("synthetic_cxr", root, split="test", n=40, size=16)
-    (root / ds.manifest["image"][4]).write_bytes(b"corrupt")  # a failed sample in one shard
-    common = [*CLS, f"dataset.root={root}"]
+    ds = create("synthetic_cxr", cache_dir=root, split="test", n=40, size=16)
+    (ds.root / ds.manifest["image"][4]).write_bytes(b"corrupt")  # a failed sample in one shard
+    common = [*CLS, f"dataset.root={ds.root}"]
     single = run(common, run_dir=tmp_path / "single").run_dir
     shards = [run([*common, f"shard={i}/3"], run_dir=tmp_path / f"s{i}").run_dir for i in range(3)]
     sizes = [json.loads((s / "manifest.json").read_text())["shard"]["n_selected"] for s in shards]

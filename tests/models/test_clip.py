@@ -31,7 +31,7 @@ def test_class_weights_average_the_templates_as_open_clip_does():
 
 
 def test_zero_shot_end_to_end_with_the_classification_task(synthetic_root):
-    data = create("synthetic_cxr", synthetic_root / "clip", split="test", n=16, size=32)
+    data = create("synthetic_cxr", cache_dir=synthetic_root / "clip", split="test", n=16, size=32)
     model = _tiny(classes=list(data.classes), multilabel=True)
     res = evaluate(model, data, task=create_task("classification"), batch_size=8, progress=False, n_resamples=10)
     assert res.summary["n_failed"] == 0

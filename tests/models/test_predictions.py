@@ -22,7 +22,7 @@ from medimg_bench.models.predictions import (
 
 
 def test_classification_scores_from_a_csv_equal_sklearn(tmp_path):
-    ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=30, size=16)
+    ds = mb.create_dataset("synthetic_cxr", cache_dir=tmp_path / "cxr", split="test", n=30, size=16)
     rng = np.random.default_rng(0)
     table = pd.DataFrame({"id": ds.ids})
     for c in ds.classes:
@@ -42,7 +42,7 @@ def test_classification_scores_from_a_csv_equal_sklearn(tmp_path):
 
 
 def test_segmentation_label_maps_from_a_folder(tmp_path):
-    ds = mb.create_dataset("synthetic_ct", root=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
+    ds = mb.create_dataset("synthetic_ct", cache_dir=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
     preds = tmp_path / "preds"
     preds.mkdir()
     for sid, mask in zip(ds.manifest["id"], ds.manifest["mask"]):
@@ -58,7 +58,7 @@ def test_segmentation_label_maps_from_a_folder(tmp_path):
 
 
 def test_answers_from_jsonl_through_the_vqa_task(tmp_path):
-    ds = mb.create_dataset("synthetic_vqa", root=tmp_path / "cxr", n=4, size=16)
+    ds = mb.create_dataset("synthetic_vqa", cache_dir=tmp_path / "cxr", n=4, size=16)
     answers = {sid: ds[i]["answer"] for i, sid in enumerate(ds.ids)}
     lines = [json.dumps({"id": sid, "text": a.capitalize() + "."}) for sid, a in list(answers.items())[1:]]
     (tmp_path / "predictions.jsonl").write_text("\n".join(lines) + "\n")
@@ -108,7 +108,7 @@ def test_pipeline_warns_about_unknown_ids(tmp_path, caplog):
 
     from medimg_bench.builders import build_model as _build_model
 
-    ds = mb.create_dataset("synthetic_cxr", root=tmp_path / "cxr", split="test", n=6, size=16)
+    ds = mb.create_dataset("synthetic_cxr", cache_dir=tmp_path / "cxr", split="test", n=6, size=16)
     table = pd.DataFrame({"id": list(ds.ids) + ["stranger"]})
     for c in ds.classes:
         table[c] = 0.5

@@ -88,7 +88,7 @@ def test_invalid_utf8_names_the_line(tmp_path):
 def test_blank_answers_kept_on_request_are_scored_as_wrong(tmp_path):
     """A file whose answers are all null: refused by default (lmms_eval read str(None) as "no":
     closed accuracy 0.786 from a file with no answers); kept, they are unparsed and wrong."""
-    ds = mb.create_dataset("synthetic_vqa", root=tmp_path / "vqa", n=4, size=16)
+    ds = mb.create_dataset("synthetic_vqa", cache_dir=tmp_path / "vqa", n=4, size=16)
     path = _jsonl(tmp_path / "a.jsonl", [{"id": sid, "text": None} for sid in ds.ids])
     with pytest.raises(ValueError, match="line 1: the answer is null"):
         mb.create_model("predictions", root=path)

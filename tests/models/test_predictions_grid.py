@@ -12,7 +12,7 @@ import medimg_bench as mb
 
 
 def test_off_grid_predicted_label_map_fails_as_predict(tmp_path):
-    ds = mb.create_dataset("synthetic_ct", root=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
+    ds = mb.create_dataset("synthetic_ct", cache_dir=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
     preds = tmp_path / "preds"
     preds.mkdir()
     for sid, mask in zip(ds.manifest["id"], ds.manifest["mask"]):

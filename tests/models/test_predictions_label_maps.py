@@ -24,7 +24,7 @@ def _seg(model, ds):
 
 @pytest.fixture()
 def ct(tmp_path):
-    ds = mb.create_dataset("synthetic_ct", root=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
+    ds = mb.create_dataset("synthetic_ct", cache_dir=tmp_path / "ct", split=None, n=2, shape=(16, 12, 8))
     preds = tmp_path / "preds"
     preds.mkdir()
     for sid, mask in zip(ds.manifest["id"], ds.manifest["mask"]):

@@ -15,7 +15,7 @@ from medimg_bench.models.predictions import ScoresFromFile
 
 @pytest.fixture(scope="module")
 def cxr(tmp_path_factory):
-    return mb.create_dataset("synthetic_cxr", root=tmp_path_factory.mktemp("cxr"), split="test", n=60, size=16)
+    return mb.create_dataset("synthetic_cxr", cache_dir=tmp_path_factory.mktemp("cxr"), split="test", n=60, size=16)
 
 
 def _scores(ds, seed=0):

@@ -10,8 +10,8 @@ from medimg_bench.registry import create_model, create_task
 def test_short_training_learns_synthetic_cxr(synthetic_root):
     """The demo's claim in small: a few dozen steps beat chance on held-out patients."""
     torch.manual_seed(0)
-    train = create("synthetic_cxr", synthetic_root / "learn", split="train", n=160, size=48)
-    test = create("synthetic_cxr", synthetic_root / "learn", split="test", n=160, size=48)
+    train = create("synthetic_cxr", cache_dir=synthetic_root / "learn", split="train", n=160, size=48)
+    test = create("synthetic_cxr", cache_dir=synthetic_root / "learn", split="test", n=160, size=48)
     model = create_model("timm", model_name="resnet10t", num_classes=3, in_channels=1)
     task = create_task("classification")
     before = evaluate(model, test, task=task, progress=False, n_resamples=10, batch_size=32)

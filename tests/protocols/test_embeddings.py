@@ -13,7 +13,7 @@ from medimg_bench.protocols.embeddings import cached_embeddings, extract_embeddi
 
 @pytest.fixture(scope="module")
 def tiny_cxr(synthetic_root):
-    return create("synthetic_cxr", synthetic_root / "emb", split="test", n=16, size=32)
+    return create("synthetic_cxr", cache_dir=synthetic_root / "emb", split="test", n=16, size=32)
 
 
 def _encoder(seed=0, size=None):

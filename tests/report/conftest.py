@@ -90,7 +90,7 @@ def cls_run(runs_root: Path, synthetic_root: Path) -> Path:
     from medimg_bench.runs import run
 
     out = runs_root / "cls"
-    run(["task=classification", "dataset=synthetic_cxr", f"dataset.root={synthetic_root}/cxr", "dataset.options.n=24",
+    run(["task=classification", "dataset=synthetic_cxr", f"dataset.options.cache_dir={synthetic_root}/cxr", "dataset.options.n=24",
          "dataset.options.size=32", "model=timm_resnet10t", "batch_size=8", "subgroups=[sex,site]", *TINY], run_dir=out)
     return out
 
@@ -101,7 +101,7 @@ def seg_run(runs_root: Path, synthetic_root: Path) -> Path:
     from medimg_bench.runs import run
 
     out = runs_root / "seg"
-    run(["task=segmentation", "dataset=synthetic_ct", f"dataset.root={synthetic_root}/ct",
+    run(["task=segmentation", "dataset=synthetic_ct", f"dataset.options.cache_dir={synthetic_root}/ct",
          "dataset.options.shape=[32,32,16]", "model=monai_unet", "model.options.channels=[4,8,16]",
          "metrics=segmentation", "task.options.keep_worst=4", "batch_size=2", *TINY], run_dir=out)
     return out

@@ -24,14 +24,14 @@ POSITIONS = {"first": 0, "middle": N // 2, "last": N - 1}
 
 @pytest.fixture(scope="module")
 def vqa(tmp_path_factory):
-    ds = mb.create_dataset("synthetic_vqa", root=tmp_path_factory.mktemp("vqa"), n=4, size=16)
+    ds = mb.create_dataset("synthetic_vqa", cache_dir=tmp_path_factory.mktemp("vqa"), n=4, size=16)
     assert len(ds) == N
     return ds
 
 
 @pytest.fixture(scope="module")
 def cxr(tmp_path_factory):
-    ds = mb.create_dataset("synthetic_cxr", root=tmp_path_factory.mktemp("cxr"), split=None, n=N, size=16)
+    ds = mb.create_dataset("synthetic_cxr", cache_dir=tmp_path_factory.mktemp("cxr"), split=None, n=N, size=16)
     assert len(ds) == N
     return ds
 

@@ -22,15 +22,17 @@ def synthetic_vqa(
     n: int = 40,
     size: int = 64,
     seed: int = 0,
+    cache_dir: str | Path | None = None,
     transform: Callable[[dict], dict] | None = None,
 ) -> VQADataset:
     """Closed yes/no questions about the synthetic chest X-ray phantoms ("Is there a pleural
     effusion?"), answered from the phantoms' labels: one question per finding and image, plus one
     open question ("Which view is this?"). Images are the phantom PNGs, read through the toolkit's
-    readers, so the VQA path runs end to end offline. A random model scores near chance here."""
+    readers, so the VQA path runs end to end offline. A random model scores near chance here.
+    The phantoms are those of ``synthetic_cxr`` (same ``cache_dir`` and ``root`` rules)."""
     from medimg_bench.datasets.synthetic import CXR_FINDINGS, synthetic_cxr
 
-    base = synthetic_cxr(root=root, split=split, n=n, size=size, seed=seed)
+    base = synthetic_cxr(root=root, split=split, n=n, size=size, seed=seed, cache_dir=cache_dir)
     wording = {"nodule": "a lung nodule", "effusion": "a pleural effusion", "cardiomegaly": "cardiomegaly"}
     records = []
     for row in base.manifest.to_dict("records"):

@@ -142,6 +142,7 @@ class ChexpertF1(Metric):
     name = "chexpert_f1"
     per_sample = False
     higher_is_better = True
+    value_range = (0.0, 1.0)
     input_kind = "text"
 
     def __init__(

@@ -6,7 +6,9 @@ are :func:`medimg_bench.metrics.report_text_scores` (the report task writes them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -30,6 +32,8 @@ class ReportNLG(Metric):
     name = "report_nlg"
     per_sample = True
     higher_is_better = True
+    value_range = (0.0, 1.0)
+    value_ranges = MappingProxyType({"cider_d": (0.0, math.inf)})  # ×10 scale, no fixed maximum
     input_kind = "text"
 
     def __init__(self, *, tokenized: bool = False, tokenizer: str = "ptb",

@@ -11,6 +11,7 @@ names (see :data:`~medimg_bench.metrics.text.vqa_profiles.PROFILES`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -33,6 +34,8 @@ class VQAScores(Metric):
     name = "vqa"
     per_sample = True
     higher_is_better = True
+    directions = MappingProxyType({"unparsed_rate": False})  # a share of unparsed answers
+    value_range = (0.0, 1.0)  # every column is a share or a token overlap
     input_kind = "text"
 
     def higher_is_better_of(self, name: str) -> bool:
