@@ -27,7 +27,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("datasets/reports/mimic_cxr_reports.py", "mimic_cxr_reports"): "not split yet",
     # h-mri is editing volumetric/volume.py on its branch; split after that merges.
     ("datasets/volumetric/volume.py", "load_arrays"): "not split yet (h-mri is editing volume.py)",
-    ("protocols/probes.py", "train_linear_probe"): "not split yet",
 }
 
 
