@@ -92,18 +92,8 @@ def train_linear_probe(
     weights; the test split is never seen here."""
     dev = torch.device(device)
     g = torch.Generator().manual_seed(seed)
-    x = x_train.float().to(dev)
-    y = y_train.to(dev)
-    if multilabel:
-        y = y.float()
-    else:
-        if y.is_floating_point() and bool(y.isnan().any()):
-            keep = ~y.isnan()
-            x, y = x[keep], y[keep]
-        y = y.long()
+    x, y = _training_set(x_train, y_train, dev, multilabel=multilabel)
     n, d = x.shape
-    if n == 0:
-        raise ValueError("linear probe: no labelled training embedding")
     # seeded init with torch.nn.Linear's default bound; plain tensors and closed-form gradients
     # (softmax / sigmoid cross-entropy of a linear map) with torch.optim.SGD's momentum update
     # rule: the same steps as Linear + SGD + CosineAnnealingLR, without autograd overhead
@@ -133,25 +123,9 @@ def train_linear_probe(
         step_lr = 0.5 * lr * (1 + math.cos(math.pi * step / max_steps))  # CosineAnnealingLR, eta_min 0
         xb = x[idx]
         logits = torch.addmm(b, xb, w.T)
-        if multilabel:
-            t = y[idx]
-            known = ~t.isnan()
-            grad = (torch.sigmoid(logits) - torch.nan_to_num(t)) * known / known.sum().clamp_min(1)
-        else:
-            grad = torch.softmax(logits, dim=1)
-            grad[rows, y[idx]] -= 1.0
-            grad /= bs
-        gw = grad.T @ xb
-        gb = grad.sum(0)
-        if weight_decay:
-            gw += weight_decay * w
-            gb += weight_decay * b
-        if momentum:
-            buf_w.mul_(momentum).add_(gw)
-            buf_b.mul_(momentum).add_(gb)
-            gw, gb = buf_w, buf_b
-        w.sub_(step_lr * gw)
-        b.sub_(step_lr * gb)
+        grad = _logit_gradient(logits, y[idx], rows, multilabel=multilabel)
+        _sgd_step(w, b, grad.T @ xb, grad.sum(0), (buf_w, buf_b), lr=step_lr, momentum=momentum,
+                  weight_decay=weight_decay)
         step += 1
         if step % val_every == 0 or step == max_steps:
             v = _val_metric(xv, yv, w, b, multilabel)
@@ -165,6 +139,63 @@ def train_linear_probe(
                     break
     return LinearProbe(best[2].cpu(), best[3].cpu(), multilabel, best[1], best[0], step, curve,
                        val_at_init=init_val, max_steps=max_steps, init_weight=w0, init_bias=b0)
+
+
+def _training_set(
+    x_train: torch.Tensor, y_train: torch.Tensor, dev: torch.device, *, multilabel: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embeddings and targets on ``dev``: float multi-hot (NaN = unknown) or class indices, rows
+    with a NaN class dropped."""
+    x = x_train.float().to(dev)
+    y = y_train.to(dev)
+    if multilabel:
+        y = y.float()
+    else:
+        if y.is_floating_point() and bool(y.isnan().any()):
+            keep = ~y.isnan()
+            x, y = x[keep], y[keep]
+        y = y.long()
+    if x.shape[0] == 0:
+        raise ValueError("linear probe: no labelled training embedding")
+    return x, y
+
+
+def _logit_gradient(
+    logits: torch.Tensor, t: torch.Tensor, rows: torch.Tensor, *, multilabel: bool
+) -> torch.Tensor:
+    """d(mean loss)/d(logits): sigmoid cross-entropy over known labels, or softmax cross-entropy
+    over the batch."""
+    if multilabel:
+        known = ~t.isnan()
+        return (torch.sigmoid(logits) - torch.nan_to_num(t)) * known / known.sum().clamp_min(1)
+    grad = torch.softmax(logits, dim=1)
+    grad[rows, t] -= 1.0
+    grad /= rows.shape[0]
+    return grad
+
+
+def _sgd_step(
+    w: torch.Tensor,
+    b: torch.Tensor,
+    gw: torch.Tensor,
+    gb: torch.Tensor,
+    buffers: tuple[torch.Tensor, torch.Tensor],
+    *,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+) -> None:
+    """One step of torch.optim.SGD's rule (weight decay, then momentum) on ``w``, ``b`` in place."""
+    if weight_decay:
+        gw += weight_decay * w
+        gb += weight_decay * b
+    if momentum:
+        buf_w, buf_b = buffers
+        buf_w.mul_(momentum).add_(gw)
+        buf_b.mul_(momentum).add_(gb)
+        gw, gb = buf_w, buf_b
+    w.sub_(lr * gw)
+    b.sub_(lr * gb)
 
 
 def _val_metric(xv: torch.Tensor, yv: torch.Tensor, w: torch.Tensor, b: torch.Tensor, multilabel: bool) -> float:

@@ -77,67 +77,16 @@ def csv_dataset(
     _need_columns(df, [image_column, *labels, *extra, *meta_columns], path, name)
     if split_column:
         df = df[df[split_column].astype(str) == str(split)]
-    man = pd.DataFrame({"path": df[image_column].astype(str)}, index=df.index)
-    man["id"] = (
-        df[id_column].astype(str)
-        if id_column
-        else [str(Path(p).with_suffix("")) for p in man["path"]]
-    )
-    if patient_column:
-        man["patient_id"] = df[patient_column].where(df[patient_column].notna(), man["id"]).astype(str)
-    man["view"] = df[view_column] if view_column else np.nan
-    for c in meta_columns:
-        man[c] = df[c]
+    columns = (image_column, id_column, patient_column, view_column)
+    man = _base_manifest(df, columns, meta_columns)
     dropped: dict[str, int] = {}
     if len(labels) == 1:
-        col = df[labels[0]]
-        blank_rows = col.isna() | (col.astype(str).str.strip() == "")
-        if blank_rows.any() and on_missing_label == "error":
-            idx = np.flatnonzero(blank_rows.to_numpy())
-            first = ", ".join(
-                f"line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r})" for i in idx[:3]
-            )
-            raise ValueError(
-                f"{name}: {str(path)!r}: {len(idx)} row(s) with a blank label in {labels[0]!r}, "
-                f"first: {first}; set on_missing_label=skip to drop them or "
-                "on_missing_label=unlabelled to keep them without a label"
-            )
-        if blank_rows.any() and on_missing_label == "skip":
-            dropped["missing_label"] = int(blank_rows.sum())
-            keep = ~blank_rows.to_numpy()
-            df, man, col = df[keep], man[keep], col[keep]
-            blank_rows = blank_rows[keep]
-            log.warning("%s: %s: dropped %d row(s) with a blank label in %r", name, path,
-                        dropped["missing_label"], labels[0])
-        unlabelled = blank_rows.to_numpy()
-        col = col.where(~blank_rows, "")
-        as_str = col.map(
-            lambda v: str(int(v)) if isinstance(v, float) and float(v).is_integer() else str(v)
+        df, man, cls, dropped = _single_label(
+            df, man, labels[0], classes, path=path, on_missing_label=on_missing_label
         )
-        cls = [str(c) for c in classes] if classes is not None else sorted(as_str.unique().tolist())
-        index = {c: i for i, c in enumerate(cls)}
-        if classes is None and unlabelled.any():
-            cls = [c for c in cls if c != ""]
-            index = {c: i for i, c in enumerate(cls)}
-        bad = ~as_str.isin(list(index)) & ~unlabelled
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
-                f"{name}: {str(path)!r} line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r}): label "
-                f"{as_str.iloc[i]!r} is not one of the classes {cls}"
-            )
-        mapped = as_str.map(index)
-        man["label"] = mapped.astype(float) if unlabelled.any() else mapped.astype(int)
         multilabel = False
     else:
-        cls = [str(c) for c in classes] if classes is not None else [str(c) for c in labels]
-        # by name when the label columns carry the class names (any order); in order otherwise
-        order = match_class_columns(labels, cls, where=f"{name}: {str(path)!r}", what="label columns",
-                                    positional=True)
-        values = apply_uncertainty(df[order], uncertainty, blank=blank, source=str(path),
-                                   lines=df["_line"].tolist())
-        values.columns = cls
-        man = pd.concat([man, values], axis=1)
+        man, cls = _multi_label(df, man, labels, classes, path=path, uncertainty=uncertainty, blank=blank)
         multilabel = True
     man["_line"] = df["_line"]
     ds = opts.finish(
@@ -150,3 +99,100 @@ def csv_dataset(
     )
     ds.dropped = dropped
     return ds
+
+
+def _base_manifest(
+    df: pd.DataFrame, columns: tuple[str, str | None, str | None, str | None], meta_columns: Sequence[str]
+) -> pd.DataFrame:
+    """Manifest columns path, id (default: path without suffix), patient_id, view and the meta
+    columns, from the CSV's (image, id, patient, view) columns."""
+    image_column, id_column, patient_column, view_column = columns
+    man = pd.DataFrame({"path": df[image_column].astype(str)}, index=df.index)
+    man["id"] = (
+        df[id_column].astype(str)
+        if id_column
+        else [str(Path(p).with_suffix("")) for p in man["path"]]
+    )
+    if patient_column:
+        man["patient_id"] = df[patient_column].where(df[patient_column].notna(), man["id"]).astype(str)
+    man["view"] = df[view_column] if view_column else np.nan
+    for c in meta_columns:
+        man[c] = df[c]
+    return man
+
+
+def _single_label(
+    df: pd.DataFrame,
+    man: pd.DataFrame,
+    column: str,
+    classes: Sequence[str] | None,
+    *,
+    path: Path,
+    on_missing_label: str,
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str], dict[str, int]]:
+    """Multi-class labels from one column: the rows kept (CSV and manifest, ``label`` set), the
+    class names and the dropped-row counts."""
+    name = "csv"
+    dropped: dict[str, int] = {}
+    col = df[column]
+    blank_rows = col.isna() | (col.astype(str).str.strip() == "")
+    if blank_rows.any() and on_missing_label == "error":
+        idx = np.flatnonzero(blank_rows.to_numpy())
+        first = ", ".join(
+            f"line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r})" for i in idx[:3]
+        )
+        raise ValueError(
+            f"{name}: {str(path)!r}: {len(idx)} row(s) with a blank label in {column!r}, "
+            f"first: {first}; set on_missing_label=skip to drop them or "
+            "on_missing_label=unlabelled to keep them without a label"
+        )
+    if blank_rows.any() and on_missing_label == "skip":
+        dropped["missing_label"] = int(blank_rows.sum())
+        keep = ~blank_rows.to_numpy()
+        df, man, col = df[keep], man[keep], col[keep]
+        blank_rows = blank_rows[keep]
+        log.warning("%s: %s: dropped %d row(s) with a blank label in %r", name, path,
+                    dropped["missing_label"], column)
+    unlabelled = blank_rows.to_numpy()
+    col = col.where(~blank_rows, "")
+    as_str = col.map(
+        lambda v: str(int(v)) if isinstance(v, float) and float(v).is_integer() else str(v)
+    )
+    cls = [str(c) for c in classes] if classes is not None else sorted(as_str.unique().tolist())
+    index = {c: i for i, c in enumerate(cls)}
+    if classes is None and unlabelled.any():
+        cls = [c for c in cls if c != ""]
+        index = {c: i for i, c in enumerate(cls)}
+    bad = ~as_str.isin(list(index)) & ~unlabelled
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(
+            f"{name}: {str(path)!r} line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r}): label "
+            f"{as_str.iloc[i]!r} is not one of the classes {cls}"
+        )
+    mapped = as_str.map(index)
+    man["label"] = mapped.astype(float) if unlabelled.any() else mapped.astype(int)
+    return df, man, cls, dropped
+
+
+def _multi_label(
+    df: pd.DataFrame,
+    man: pd.DataFrame,
+    labels: list[str],
+    classes: Sequence[str] | None,
+    *,
+    path: Path,
+    uncertainty: str,
+    blank: str,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Multi-label: the manifest with one column per class (CheXpert's uncertainty rules), and
+    the class names."""
+    name = "csv"
+    cls = [str(c) for c in classes] if classes is not None else [str(c) for c in labels]
+    # by name when the label columns carry the class names (any order); in order otherwise
+    order = match_class_columns(labels, cls, where=f"{name}: {str(path)!r}", what="label columns",
+                                positional=True)
+    values = apply_uncertainty(df[order], uncertainty, blank=blank, source=str(path),
+                               lines=df["_line"].tolist())
+    values.columns = cls
+    return pd.concat([man, values], axis=1), cls

@@ -81,6 +81,23 @@ def mimic_cxr(
     df = meta.merge(splits[["dicom_id", "split"]], on="dicom_id", how="left")
     if split_name != "all":
         df = df[df["split"] == split_name]
+    df = _with_labels(df, label_csv, uncertainty=uncertainty, blank=blank)
+    man = _mimic_manifest(df)
+    man = pd.concat([man, df[list(CHEXPERT_PATHOLOGIES)], df[["_line"]]], axis=1)
+    return opts.finish(
+        man,
+        r,
+        where=str(meta_csv),
+        classes=CHEXPERT_PATHOLOGIES,
+        multilabel=True,
+    )
+
+
+def _with_labels(
+    df: pd.DataFrame, label_csv: Path, *, uncertainty: str, blank: str
+) -> pd.DataFrame:
+    """``df`` with the study's CheXpert-rule labels from ``label_csv`` (NaN where no label row)."""
+    name = "mimic_cxr"
     lab = _read_csv(label_csv, name, dtype={"subject_id": str, "study_id": str})
     _need_columns(lab, ["subject_id", "study_id", *CHEXPERT_PATHOLOGIES], label_csv, name)
     lab[list(CHEXPERT_PATHOLOGIES)] = apply_uncertainty(
@@ -90,11 +107,15 @@ def mimic_cxr(
         source=str(label_csv),
         lines=(np.arange(len(lab)) + 2).tolist(),
     )
-    df = df.merge(
+    return df.merge(
         lab[["subject_id", "study_id", *CHEXPERT_PATHOLOGIES]],
         on=["subject_id", "study_id"],
         how="left",
     )
+
+
+def _mimic_manifest(df: pd.DataFrame) -> pd.DataFrame:
+    """The manifest columns (id, image path under ``files/``, patient, study, view, split)."""
     sid = df["subject_id"].astype(str)
     man = pd.DataFrame(
         {
@@ -114,11 +135,4 @@ def mimic_cxr(
             "split": df["split"],
         }
     )
-    man = pd.concat([man, df[list(CHEXPERT_PATHOLOGIES)], df[["_line"]]], axis=1)
-    return opts.finish(
-        man,
-        r,
-        where=str(meta_csv),
-        classes=CHEXPERT_PATHOLOGIES,
-        multilabel=True,
-    )
+    return man

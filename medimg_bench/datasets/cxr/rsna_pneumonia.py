@@ -70,6 +70,29 @@ def rsna_pneumonia(
         raise ValueError(
             f"{name}: {str(csv)!r} line {df['_line'].iloc[i]}: Target {df['Target'].iloc[i]!r} is not 0 or 1"
         )
+    man = _patient_rows(df)
+    if target == "binary":
+        classes: Sequence[str] = ("No Pneumonia", "Pneumonia")
+        man["label"] = man["Target"].astype(int)
+    else:
+        classes = RSNA_CLASSES
+        man["label"] = _class_labels(man, r, csv)
+    files = _index_files(r)
+    man = opts.attach_paths(man, files, "id", str(csv), expected="stage_2_train_images/{}.dcm")
+    man["view"] = np.nan  # ViewPosition is read from the DICOM header at load time
+    return opts.finish(
+        man.drop(columns=["Target"]),
+        r,
+        where=str(csv),
+        paths_checked=True,
+        classes=classes,
+        multilabel=False,
+        meta_columns=("boxes",),
+    )
+
+
+def _patient_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per patient: ``Target`` (any box), ``boxes`` ([x, y, width, height] each), ``_line``."""
     rows = []
     for pid, g in df.groupby("patientId", sort=False):
         boxes = [
@@ -86,44 +109,32 @@ def rsna_pneumonia(
                 "_line": int(g["_line"].iloc[0]),
             }
         )
-    man = pd.DataFrame(rows, columns=["id", "patient_id", "Target", "boxes", "_line"])
-    if target == "binary":
-        classes: Sequence[str] = ("No Pneumonia", "Pneumonia")
-        man["label"] = man["Target"].astype(int)
-    else:
-        classes = RSNA_CLASSES
-        info_csv = _first_existing(
-            r,
-            ("stage_2_detailed_class_info.csv", "stage_1_detailed_class_info.csv"),
-            name,
-            "class info CSV",
-        )
-        info = _lines(_read_csv(info_csv, name, dtype={"patientId": str}))
-        _need_columns(info, ["patientId", "class"], info_csv, name)
-        bad = ~info["class"].isin(RSNA_CLASSES)
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
-                f"{name}: {str(info_csv)!r} line {info['_line'].iloc[i]}: class {info['class'].iloc[i]!r} "
-                f"is not one of {list(RSNA_CLASSES)}"
-            )
-        cls = info.drop_duplicates("patientId").set_index("patientId")["class"]
-        man["label"] = man["id"].map(cls).map({c: i for i, c in enumerate(RSNA_CLASSES)})
-        if man["label"].isna().any():
-            i = int(np.flatnonzero(man["label"].isna().to_numpy())[0])
-            raise ValueError(
-                f"{name}: patient {man['id'].iloc[i]!r} ({str(csv)!r} line {man['_line'].iloc[i]}) has no row in {str(info_csv)!r}"
-            )
-        man["label"] = man["label"].astype(int)
-    files = _index_files(r)
-    man = opts.attach_paths(man, files, "id", str(csv), expected="stage_2_train_images/{}.dcm")
-    man["view"] = np.nan  # ViewPosition is read from the DICOM header at load time
-    return opts.finish(
-        man.drop(columns=["Target"]),
+    return pd.DataFrame(rows, columns=["id", "patient_id", "Target", "boxes", "_line"])
+
+
+def _class_labels(man: pd.DataFrame, r: Path, csv: Path) -> pd.Series:
+    """Each patient's index into :data:`RSNA_CLASSES`, from the detailed class info CSV."""
+    name = "rsna_pneumonia"
+    info_csv = _first_existing(
         r,
-        where=str(csv),
-        paths_checked=True,
-        classes=classes,
-        multilabel=False,
-        meta_columns=("boxes",),
+        ("stage_2_detailed_class_info.csv", "stage_1_detailed_class_info.csv"),
+        name,
+        "class info CSV",
     )
+    info = _lines(_read_csv(info_csv, name, dtype={"patientId": str}))
+    _need_columns(info, ["patientId", "class"], info_csv, name)
+    bad = ~info["class"].isin(RSNA_CLASSES)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(
+            f"{name}: {str(info_csv)!r} line {info['_line'].iloc[i]}: class {info['class'].iloc[i]!r} "
+            f"is not one of {list(RSNA_CLASSES)}"
+        )
+    cls = info.drop_duplicates("patientId").set_index("patientId")["class"]
+    label = man["id"].map(cls).map({c: i for i, c in enumerate(RSNA_CLASSES)})
+    if label.isna().any():
+        i = int(np.flatnonzero(label.isna().to_numpy())[0])
+        raise ValueError(
+            f"{name}: patient {man['id'].iloc[i]!r} ({str(csv)!r} line {man['_line'].iloc[i]}) has no row in {str(info_csv)!r}"
+        )
+    return label.astype(int)

@@ -83,6 +83,25 @@ def vindr_cxr(
     man["n_readers"] = g.size().to_numpy()
     man["_line"] = df.groupby("image_id", sort=False)["_line"].first().to_numpy()
     man["patient_id"] = man["id"]  # VinDr-CXR publishes no patient ids (one image per study)
+    boxes = _boxes_by_image(r, split)
+    man["boxes"] = [boxes.get(i, []) for i in man["id"]]
+    files = _index_files(r, under=lambda parts: bool(parts) and parts[0] == split)
+    man = opts.attach_paths(man, files, "id", str(csv), expected=f"{split}/{{}}.dicom")
+    man["view"] = np.nan
+    return opts.finish(
+        man,
+        r,
+        where=str(csv),
+        paths_checked=True,
+        classes=classes,
+        multilabel=True,
+        meta_columns=("boxes", "n_readers"),
+    )
+
+
+def _boxes_by_image(r: Path, split: str) -> dict[str, list[dict[str, Any]]]:
+    """Boxes of ``annotations_{split}.csv`` per image id (none when the file is absent), pixels."""
+    name = "vindr_cxr"
     boxes: dict[str, list[dict[str, Any]]] = {}
     ann_path = next(
         (
@@ -110,16 +129,4 @@ def vindr_cxr(
             if arad is not None:
                 box["rad_id"] = d[arad]
             boxes.setdefault(str(d["image_id"]), []).append(box)
-    man["boxes"] = [boxes.get(i, []) for i in man["id"]]
-    files = _index_files(r, under=lambda parts: bool(parts) and parts[0] == split)
-    man = opts.attach_paths(man, files, "id", str(csv), expected=f"{split}/{{}}.dicom")
-    man["view"] = np.nan
-    return opts.finish(
-        man,
-        r,
-        where=str(csv),
-        paths_checked=True,
-        classes=classes,
-        multilabel=True,
-        meta_columns=("boxes", "n_readers"),
-    )
+    return boxes

@@ -301,48 +301,17 @@ def wsi_tiles(
     ``tissue_threshold`` of its area is tissue on the thumbnail; ``max_tiles_per_slide`` samples
     that many (seeded). The pyramid level read is the coarsest at or finer than ``mpp``."""
     name = "wsi_tiles"
-    if root is None or str(root) in ("", "???"):
-        raise ValueError(f"{name}: set root= to the folder of slides")
-    r = Path(root).expanduser()
-    if not r.is_dir():
-        raise FileNotFoundError(f"{name}: root {str(r)!r} is not a directory")
+    r = _slide_root(root)
     if tile_size < 1 or mpp <= 0 or not 0.0 <= tissue_threshold <= 1.0:
         raise ValueError(f"{name}: need tile_size ≥ 1, mpp > 0 and 0 ≤ tissue_threshold ≤ 1")
     stride = stride or tile_size
-    files = sorted(
-        p
-        for p in r.rglob("*")
-        if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES and fnmatch.fnmatch(p.name, pattern)
-    )
-    by_name = {p.name: p for p in files} | {p.stem: p for p in files}
-    slides: list[dict[str, Any]] = []
+    files = _find_slides(r, pattern)
     cls: list[str] | None = None
     if labels_csv is not None:
-        csv = r / labels_csv
-        if not csv.exists():
-            raise FileNotFoundError(f"{name}: labels_csv {str(csv)!r} does not exist")
-        df = pd.read_csv(csv, dtype={slide_column: str})
-        for c in [slide_column, label_column] + [c for c in (patient_column, split_column) if c]:
-            if c not in df.columns:
-                raise ValueError(f"{name}: {str(csv)!r} has no column {c!r}")
-        df["_line"] = np.arange(len(df)) + 2
-        if split_column:
-            df = df[df[split_column].astype(str) == str(split)]
-        values = df[label_column].astype(str)
-        cls = [str(c) for c in classes] if classes is not None else sorted(values.unique().tolist())
-        for d, lab in zip(df.to_dict("records"), values):
-            sl = str(d[slide_column])
-            p = by_name.get(sl) or by_name.get(Path(sl).name)
-            if p is None:
-                raise FileNotFoundError(
-                    f"{name}: {str(csv)!r} line {d['_line']}: slide {sl!r} is not under {str(r)!r}"
-                )
-            if lab not in cls:
-                raise ValueError(
-                    f"{name}: {str(csv)!r} line {d['_line']} (slide {sl!r}): label {lab!r} is not one of {cls}"
-                )
-            pid = str(d[patient_column]) if patient_column else p.stem
-            slides.append({"path": p, "label": cls.index(lab), "patient_id": pid})
+        columns = (slide_column, label_column, patient_column, split_column)
+        slides, cls = _labelled_slides(
+            r / labels_csv, files, split, columns, classes=classes, root=r
+        )
     else:
         slides = [{"path": p, "patient_id": p.stem} for p in files]
     if not slides:
@@ -365,21 +334,8 @@ def wsi_tiles(
         if not len(tiles):
             log.warning("%s: no tissue tiles in %s", name, s["path"])
             continue
-        if max_tiles_per_slide is not None and len(tiles) > max_tiles_per_slide:
-            tiles = tiles.iloc[np.sort(rng.choice(len(tiles), max_tiles_per_slide, replace=False))]
-        rel = str(s["path"].relative_to(r))
-        sid = str(Path(rel).with_suffix(""))
-        tiles = tiles.assign(
-            id=[f"{sid}/{x}_{y}" for x, y in zip(tiles["x"], tiles["y"])],
-            path=rel,
-            slide_id=sid,
-            patient_id=s["patient_id"],
-            tile_size=tile_size,
-            mpp=mpp,
-            base_mpp=m0,
-        )
-        if "label" in s:
-            tiles["label"] = s["label"]
+        tiles = _subsample(tiles, max_tiles_per_slide, rng)
+        tiles = _named_tiles(tiles, s, r, tile_size=tile_size, mpp=mpp, base_mpp=m0)
         parts.append(tiles)
     if not parts:
         raise ValueError(
@@ -392,3 +348,95 @@ def wsi_tiles(
         backend=used_backend,
         transform=transform,
     )
+
+
+def _slide_root(root: str | Path | None) -> Path:
+    """``root`` as an existing folder, or a clear error."""
+    name = "wsi_tiles"
+    if root is None or str(root) in ("", "???"):
+        raise ValueError(f"{name}: set root= to the folder of slides")
+    r = Path(root).expanduser()
+    if not r.is_dir():
+        raise FileNotFoundError(f"{name}: root {str(r)!r} is not a directory")
+    return r
+
+
+def _find_slides(r: Path, pattern: str) -> list[Path]:
+    """Slide files under ``r`` (recursive) whose name matches ``pattern``, sorted."""
+    return sorted(
+        p
+        for p in r.rglob("*")
+        if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES and fnmatch.fnmatch(p.name, pattern)
+    )
+
+
+def _labelled_slides(
+    csv: Path,
+    files: list[Path],
+    split: str,
+    columns: tuple[str, str, str | None, str | None],
+    *,
+    classes: Sequence[str] | None,
+    root: Path,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The slides listed in ``csv`` (kept to ``split``) with class index and patient id, and the
+    class names."""
+    name = "wsi_tiles"
+    r = root
+    slide_column, label_column, patient_column, split_column = columns
+    by_name = {p.name: p for p in files} | {p.stem: p for p in files}
+    slides: list[dict[str, Any]] = []
+    if not csv.exists():
+        raise FileNotFoundError(f"{name}: labels_csv {str(csv)!r} does not exist")
+    df = pd.read_csv(csv, dtype={slide_column: str})
+    for c in [slide_column, label_column] + [c for c in (patient_column, split_column) if c]:
+        if c not in df.columns:
+            raise ValueError(f"{name}: {str(csv)!r} has no column {c!r}")
+    df["_line"] = np.arange(len(df)) + 2
+    if split_column:
+        df = df[df[split_column].astype(str) == str(split)]
+    values = df[label_column].astype(str)
+    cls = [str(c) for c in classes] if classes is not None else sorted(values.unique().tolist())
+    for d, lab in zip(df.to_dict("records"), values):
+        sl = str(d[slide_column])
+        p = by_name.get(sl) or by_name.get(Path(sl).name)
+        if p is None:
+            raise FileNotFoundError(
+                f"{name}: {str(csv)!r} line {d['_line']}: slide {sl!r} is not under {str(r)!r}"
+            )
+        if lab not in cls:
+            raise ValueError(
+                f"{name}: {str(csv)!r} line {d['_line']} (slide {sl!r}): label {lab!r} is not one of {cls}"
+            )
+        pid = str(d[patient_column]) if patient_column else p.stem
+        slides.append({"path": p, "label": cls.index(lab), "patient_id": pid})
+    return slides, cls
+
+
+def _subsample(
+    tiles: pd.DataFrame, max_tiles: int | None, rng: np.random.Generator
+) -> pd.DataFrame:
+    """At most ``max_tiles`` of ``tiles``, drawn without replacement, in their original order."""
+    if max_tiles is not None and len(tiles) > max_tiles:
+        tiles = tiles.iloc[np.sort(rng.choice(len(tiles), max_tiles, replace=False))]
+    return tiles
+
+
+def _named_tiles(
+    tiles: pd.DataFrame, s: dict[str, Any], r: Path, *, tile_size: int, mpp: float, base_mpp: float
+) -> pd.DataFrame:
+    """``tiles`` of one slide with their ids (``slide/x_y``), slide, patient and scale columns."""
+    rel = str(s["path"].relative_to(r))
+    sid = str(Path(rel).with_suffix(""))
+    tiles = tiles.assign(
+        id=[f"{sid}/{x}_{y}" for x, y in zip(tiles["x"], tiles["y"])],
+        path=rel,
+        slide_id=sid,
+        patient_id=s["patient_id"],
+        tile_size=tile_size,
+        mpp=mpp,
+        base_mpp=base_mpp,
+    )
+    if "label" in s:
+        tiles["label"] = s["label"]
+    return tiles

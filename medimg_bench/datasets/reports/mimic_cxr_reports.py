@@ -66,28 +66,8 @@ def mimic_cxr_reports(
     jpg = Path(jpg_root) if jpg_root is not None else None
     folders = [p for p in (jpg, root) if p is not None]
     split_key = {"val": "validate", "validation": "validate"}.get(split, split)
-    study_split: dict[str, str] | None = None
-    split_csv = _find_csv(folders, "mimic-cxr-2.0.0-split")
-    if split_csv is not None:
-        table = pd.read_csv(split_csv, dtype=str)
-        study_split = dict(zip(table["study_id"], table["split"]))
-    elif split_key != "all":
-        raise FileNotFoundError(
-            f"mimic_cxr_reports: split {split!r} needs mimic-cxr-2.0.0-split.csv(.gz) in "
-            f"{[str(f) for f in folders]}; use split='all' otherwise"
-        )
-    images: dict[str, list[tuple[str, str]]] | None = None
-    if jpg is not None:
-        meta_csv = _find_csv([jpg], "mimic-cxr-2.0.0-metadata")
-        if meta_csv is None:
-            raise FileNotFoundError(f"mimic_cxr_reports: no mimic-cxr-2.0.0-metadata.csv(.gz) in {str(jpg)!r}")
-        meta = pd.read_csv(meta_csv, dtype=str, keep_default_na=False)
-        images = {}
-        for dicom, subject, study, view in zip(
-            meta["dicom_id"], meta["subject_id"], meta["study_id"], meta["ViewPosition"]
-        ):
-            rel = f"files/p{subject[:2]}/p{subject}/s{study}/{dicom}.jpg"
-            images.setdefault(study, []).append((str((jpg / rel).resolve()), view))
+    study_split = _study_splits(folders, split, split_key)
+    images = _study_images(jpg) if jpg is not None else None
     report_files = sorted((root / "files").glob("p*/p*/s*.txt"))
     if not report_files:
         raise FileNotFoundError(f"mimic_cxr_reports: no files/pXX/pXXXXXXXX/sXXXXXXXX.txt under {str(root)!r}")
@@ -118,22 +98,9 @@ def mimic_cxr_reports(
             "split": study_split.get(study, "unknown") if study_split else "all",
             "modality": "CR",
         }
-        if images is not None:
-            study_images = images.get(study, [])
-            if views == "frontal":
-                ranked = sorted(
-                    (i for i in study_images if i[1] in _FRONTAL), key=lambda i: _FRONTAL.index(i[1])
-                )
-                if not ranked:
-                    dropped_images += 1
-                    continue
-                row["image_path"], row["view"] = ranked[0]
-            else:
-                if not study_images:
-                    dropped_images += 1
-                    continue
-                row["image_path"] = [p for p, _ in study_images]
-                row["views"] = [v for _, v in study_images]
+        if images is not None and not _attach_images(row, images.get(study, []), views=views):
+            dropped_images += 1
+            continue
         rows.append(row)
     if dropped_empty:
         log.warning("mimic_cxr_reports: dropped %d reports with no %s text", dropped_empty, section)
@@ -149,3 +116,51 @@ def mimic_cxr_reports(
         transform=transform,
         name="mimic_cxr_reports",
     )
+
+
+def _study_splits(folders: list[Path], split: str, split_key: str) -> dict[str, str] | None:
+    """Study id -> official split from ``mimic-cxr-2.0.0-split.csv(.gz)``; None without it
+    (only allowed for ``split='all'``)."""
+    study_split: dict[str, str] | None = None
+    split_csv = _find_csv(folders, "mimic-cxr-2.0.0-split")
+    if split_csv is not None:
+        table = pd.read_csv(split_csv, dtype=str)
+        study_split = dict(zip(table["study_id"], table["split"]))
+    elif split_key != "all":
+        raise FileNotFoundError(
+            f"mimic_cxr_reports: split {split!r} needs mimic-cxr-2.0.0-split.csv(.gz) in "
+            f"{[str(f) for f in folders]}; use split='all' otherwise"
+        )
+    return study_split
+
+
+def _study_images(jpg: Path) -> dict[str, list[tuple[str, str]]]:
+    """Study id -> [(absolute JPG path, ViewPosition)] from MIMIC-CXR-JPG's metadata CSV."""
+    meta_csv = _find_csv([jpg], "mimic-cxr-2.0.0-metadata")
+    if meta_csv is None:
+        raise FileNotFoundError(f"mimic_cxr_reports: no mimic-cxr-2.0.0-metadata.csv(.gz) in {str(jpg)!r}")
+    meta = pd.read_csv(meta_csv, dtype=str, keep_default_na=False)
+    images: dict[str, list[tuple[str, str]]] = {}
+    for dicom, subject, study, view in zip(
+        meta["dicom_id"], meta["subject_id"], meta["study_id"], meta["ViewPosition"]
+    ):
+        rel = f"files/p{subject[:2]}/p{subject}/s{study}/{dicom}.jpg"
+        images.setdefault(study, []).append((str((jpg / rel).resolve()), view))
+    return images
+
+
+def _attach_images(row: dict[str, Any], study_images: list[tuple[str, str]], *, views: str) -> bool:
+    """Put the study's image(s) into ``row``; False when it has none usable for ``views``."""
+    if views == "frontal":
+        ranked = sorted(
+            (i for i in study_images if i[1] in _FRONTAL), key=lambda i: _FRONTAL.index(i[1])
+        )
+        if not ranked:
+            return False
+        row["image_path"], row["view"] = ranked[0]
+    else:
+        if not study_images:
+            return False
+        row["image_path"] = [p for p, _ in study_images]
+        row["views"] = [v for _, v in study_images]
+    return True

@@ -57,23 +57,59 @@ def video_frames(
     root = Path(root)
     _check_clip_options(clip_length, clip_stride)
     csv_path = root / csv
-    if not csv_path.exists():
-        raise FileNotFoundError(f"video_frames: {str(csv_path)!r} does not exist")
-    table = pd.read_csv(csv_path, dtype={video_column: str, frame_column: str})
-    for col in (video_column, frame_column, label_column):
-        if col not in table.columns:
-            raise ValueError(f"video_frames: {str(csv_path)!r} has no column {col!r}")
-    table["_line"] = np.arange(len(table)) + 2
-    if split is not None and split != "all" and split_column in table.columns:
-        table = table[table[split_column].astype(str) == split]
+    table = _read_frame_table(
+        csv_path, split, (video_column, frame_column, label_column), split_column=split_column
+    )
     raw = table[label_column]
     if classes is None:
         if pd.api.types.is_numeric_dtype(raw):
             raise ValueError("video_frames: integer labels need classes=[...] to name them")
         classes = sorted(raw.dropna().astype(str).unique())
+    labels, bad = _label_indices(table["_line"], raw, classes, csv_path=csv_path, on_error=on_error)
+    table = table.assign(label=labels, frame_path=table[frame_column].astype(str))
+    if bad:
+        log.warning("video_frames: skipped %d row(s) with unknown labels in %s", len(bad), csv_path)
+        table = table[table["label"] >= 0]
+    rows: list[dict[str, Any]] = []
+    for vid, group in table.groupby(video_column, sort=True):
+        rows += _frames_to_rows(
+            _timed_frames(group, time_column=time_column, fps=fps),
+            video_id=str(vid),
+            clip_length=clip_length,
+            clip_stride=clip_stride,
+            extra={"fps": float(fps), "split": split if split is not None else "all"},
+        )
+    if not rows:
+        raise ValueError(f"video_frames: no frames in {str(csv_path)!r} for split {split!r}")
+    return VideoFrameDataset(
+        pd.DataFrame(rows), root=root, classes=classes, transform=transform, name="video_frames"
+    )
+
+
+def _read_frame_table(
+    csv_path: Path, split: str | None, columns: Sequence[str], *, split_column: str
+) -> pd.DataFrame:
+    """The per-frame CSV with its 1-based file line in ``_line``, kept to ``split``'s rows."""
+    video_column, frame_column = columns[0], columns[1]
+    if not csv_path.exists():
+        raise FileNotFoundError(f"video_frames: {str(csv_path)!r} does not exist")
+    table = pd.read_csv(csv_path, dtype={video_column: str, frame_column: str})
+    for col in columns:
+        if col not in table.columns:
+            raise ValueError(f"video_frames: {str(csv_path)!r} has no column {col!r}")
+    table["_line"] = np.arange(len(table)) + 2
+    if split is not None and split != "all" and split_column in table.columns:
+        table = table[table[split_column].astype(str) == split]
+    return table
+
+
+def _label_indices(
+    lines: pd.Series, raw: pd.Series, classes: Sequence[str], *, csv_path: Path, on_error: str
+) -> tuple[list[int], list[int]]:
+    """Class index per row (-1 where unknown and skipped) and the CSV lines skipped."""
     lookup = {c: i for i, c in enumerate(classes)}
     labels, bad = [], []
-    for line, value in zip(table["_line"], raw):
+    for line, value in zip(lines, raw):
         if isinstance(value, str):
             idx = lookup.get(value)
         elif pd.notna(value) and float(value).is_integer() and 0 <= int(value) < len(classes):
@@ -88,28 +124,16 @@ def video_frames(
             bad.append(line)
             idx = -1
         labels.append(idx)
-    table = table.assign(label=labels, frame_path=table[frame_column].astype(str))
-    if bad:
-        log.warning("video_frames: skipped %d row(s) with unknown labels in %s", len(bad), csv_path)
-        table = table[table["label"] >= 0]
-    rows: list[dict[str, Any]] = []
-    for vid, group in table.groupby(video_column, sort=True):
-        group = group.copy()
-        if time_column:
-            group = group.sort_values(time_column, kind="stable")
-            group["timestamp"] = group[time_column].astype(float)
-        else:
-            group["timestamp"] = np.arange(len(group)) / float(fps)
-        group["frame_index"] = np.arange(len(group))
-        rows += _frames_to_rows(
-            group[["frame_index", "timestamp", "label", "frame_path"]],
-            video_id=str(vid),
-            clip_length=clip_length,
-            clip_stride=clip_stride,
-            extra={"fps": float(fps), "split": split if split is not None else "all"},
-        )
-    if not rows:
-        raise ValueError(f"video_frames: no frames in {str(csv_path)!r} for split {split!r}")
-    return VideoFrameDataset(
-        pd.DataFrame(rows), root=root, classes=classes, transform=transform, name="video_frames"
-    )
+    return labels, bad
+
+
+def _timed_frames(group: pd.DataFrame, *, time_column: str | None, fps: float) -> pd.DataFrame:
+    """One video's frames in time order with ``frame_index`` and ``timestamp`` (seconds)."""
+    group = group.copy()
+    if time_column:
+        group = group.sort_values(time_column, kind="stable")
+        group["timestamp"] = group[time_column].astype(float)
+    else:
+        group["timestamp"] = np.arange(len(group)) / float(fps)
+    group["frame_index"] = np.arange(len(group))
+    return group[["frame_index", "timestamp", "label", "frame_path"]]

@@ -71,39 +71,25 @@ def pitvis(
     n_steps = max([k for k in steps_map if k > 0], default=14)
     classes = ["background"] + [steps_map.get(i, f"step_{i}") for i in range(1, n_steps + 1)]
     inst_map = (
-        _read_id_map(root / "map_instruments.csv") if (root / "map_instruments.csv").exists() else {}
+        _read_id_map(root / "map_instruments.csv")
+        if (root / "map_instruments.csv").exists()
+        else {}
     )
     n_inst = num_instruments or max([k for k in inst_map if k > 0], default=19)
     tool_classes = [inst_map.get(i, f"instrument_{i}") for i in range(1, n_inst + 1)]
     rows: list[dict[str, Any]] = []
     for ann in ann_files:
         num = int(re.sub(r"\D", "", ann.stem))
-        table = pd.read_csv(ann)
-        missing = [c for c in PITVIS_COLUMNS if c not in table.columns]
-        if missing:
-            raise ValueError(f"pitvis: {str(ann)!r} lacks columns {missing}")
-        bad = ~table["int_step"].isin([-1, *range(1, n_steps + 1)])
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(
-                f"pitvis: {str(ann)!r} row {i + 2}: step {table['int_step'].iat[i]} outside -1, 1..{n_steps}"
-            )
+        table = _read_annotations(ann, n_steps)
         vid = f"video_{num:02d}"
         times = table["int_time"].astype(int).to_numpy()
-        tools_rows = []
-        for r, (a, b) in enumerate(zip(table["int_instrument1"], table["int_instrument2"])):
-            hot = [0.0] * n_inst
-            for k in (int(a), int(b)):
-                if k > n_inst:
-                    raise ValueError(f"pitvis: {str(ann)!r} row {r + 2}: instrument {k} > {n_inst}")
-                if k > 0:
-                    hot[k - 1] = 1.0
-            tools_rows.append(hot)
         frames = pd.DataFrame(
             {
                 "timestamp": times.astype(float),
-                "label": np.where(table["int_step"].to_numpy() < 0, 0, table["int_step"].to_numpy()),
-                "tools": tools_rows,
+                "label": np.where(
+                    table["int_step"].to_numpy() < 0, 0, table["int_step"].to_numpy()
+                ),
+                "tools": _instrument_multi_hot(table, ann, n_inst),
             }
         )
         if frame_template:
@@ -126,3 +112,32 @@ def pitvis(
         transform=transform,
         name="pitvis",
     )
+
+
+def _read_annotations(ann: Path, n_steps: int) -> pd.DataFrame:
+    """One video's ``annotations_NN.csv``, its columns and step ids checked."""
+    table = pd.read_csv(ann)
+    missing = [c for c in PITVIS_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"pitvis: {str(ann)!r} lacks columns {missing}")
+    bad = ~table["int_step"].isin([-1, *range(1, n_steps + 1)])
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ValueError(
+            f"pitvis: {str(ann)!r} row {i + 2}: step {table['int_step'].iat[i]} outside -1, 1..{n_steps}"
+        )
+    return table
+
+
+def _instrument_multi_hot(table: pd.DataFrame, ann: Path, n_inst: int) -> list[list[float]]:
+    """Per row, the multi-hot of its two instrument ids over 1..``n_inst`` (ids <= 0: none)."""
+    tools_rows = []
+    for r, (a, b) in enumerate(zip(table["int_instrument1"], table["int_instrument2"])):
+        hot = [0.0] * n_inst
+        for k in (int(a), int(b)):
+            if k > n_inst:
+                raise ValueError(f"pitvis: {str(ann)!r} row {r + 2}: instrument {k} > {n_inst}")
+            if k > 0:
+                hot[k - 1] = 1.0
+        tools_rows.append(hot)
+    return tools_rows
