@@ -25,13 +25,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _timing import best_of  # noqa: E402
 
 from medimg_bench.metrics.phase_challenges import cholec80_matlab_eval, pitvis_eval  # noqa: E402
 from medimg_bench.metrics.phase_frames import Cholec80Phase  # noqa: E402
@@ -46,13 +47,6 @@ def _resize(pairs: list[tuple[np.ndarray, np.ndarray]], frames: int) -> list[tup
     return out
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def octave_seconds(scripts: Path, videos: list[tuple[np.ndarray, np.ndarray]], repeats: int) -> float:

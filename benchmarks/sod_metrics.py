@@ -12,9 +12,9 @@ ms per map and the ratio (pysodmetrics / ours; > 1 means we are faster). Each si
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import best_of  # noqa: E402
 
 from medimg_bench.metrics.sod_toolbox import sod_curves
 
@@ -55,13 +55,6 @@ def run_pysodmetrics(preds: list[np.ndarray], gts: list[np.ndarray]) -> float:
     return float(sum(np.sum(r) for h in handlers.values() for r in h.dynamic_results))
 
 
-def best_of(fn, repeats: int, *args) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

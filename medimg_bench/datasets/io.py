@@ -578,8 +578,19 @@ def read_video(
     return np.stack(frames), meta
 
 
+def read_itk_image(path: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """NRRD / MetaImage through SimpleITK (``mask_formats.itk_images.read_itk``)."""
+    from medimg_bench.datasets.mask_formats.itk_images import read_itk
+
+    return read_itk(path)
+
+
 # -- dispatch --------------------------------------------------------------------------------
 _SUFFIX_READERS = {
+    ".nrrd": read_itk_image,
+    ".nhdr": read_itk_image,
+    ".mha": read_itk_image,
+    ".mhd": read_itk_image,
     ".dcm": read_dicom,
     ".dicom": read_dicom,
     ".nii": read_nifti,

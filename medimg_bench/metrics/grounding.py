@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -121,6 +122,7 @@ class BoxIoU3D(Metric):
     name = "box_iou_3d"
     per_sample = True
     higher_is_better = True
+    directions = MappingProxyType({"no_box_rate": False})  # answers without a readable box
     input_kind = "boxes"
     concat_updates = True
 

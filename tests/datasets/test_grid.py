@@ -91,7 +91,13 @@ def _totalsegmentator(root: Path) -> tuple[object, Path]:
     return create("totalsegmentator", root), root / "s0001/segmentations/liver.nii.gz"
 
 
+def _abdomenatlas(root: Path) -> tuple[object, Path]:
+    _pair(root / "BDMAP_00000001", "ct.nii.gz", "segmentations/liver.nii.gz")
+    return create("abdomenatlas", root), root / "BDMAP_00000001/segmentations/liver.nii.gz"
+
+
 LOADERS: dict[str, Callable[[Path], tuple[object, Path]]] = {
+    "abdomenatlas": _abdomenatlas,
     "nifti_pairs": _nifti_pairs,
     "msd": _msd,
     "csv/TableDataset(mask_column=...)": _table,
@@ -130,7 +136,7 @@ def test_flipped_mask_is_reoriented_and_shifted_mask_fails_naming_both_files(tmp
         ds[0]
     msg = str(err.value)
     # TotalSegmentator's mask is its folder of structure files (one affine, checked): named so
-    named = mask_path.parent if loader == "totalsegmentator" else mask_path
+    named = mask_path.parent if loader in ("totalsegmentator", "abdomenatlas") else mask_path
     assert "not on the image grid" in msg and str(named) in msg
     image_path = str(ds.resolve(ds.manifest["image"].iloc[0])) if isinstance(
         ds.manifest["image"].iloc[0], str) else ""
@@ -193,6 +199,8 @@ NO_MASK_GEOMETRY = {
     "kvasir_seg": "2D image/mask files: no affine; the shape is checked against the image",
     "pranet_polyp": "2D image/mask files: no affine; the shape is checked against the image",
     "seg2d_folder": "2D image/mask files: no affine; the shape is checked against the image",
+    "skm_tea": "tissue masks paired with HDF5 k-space / targets, which carry no affine: the shape is "
+               "checked against the target (tests/datasets/test_mri_recon.py)",
 }
 
 

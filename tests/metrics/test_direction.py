@@ -25,13 +25,19 @@ OUTPUTS = {
     "agreement": AGREEMENT_STATS,
     "phase_metrics": PHASE_SUMMARY_NAMES,
     "sod_toolbox": SOD_MEASURES,
+    "box_iou_3d": ("iou", "acc@0.25", "acc@0.5", "no_box_rate"),
+    "cholec80_phase": ("cholec80_jaccard_relaxed", "cholec80_precision_relaxed", "cholec80_recall_relaxed",
+                       "cholec80_accuracy_relaxed"),
+    "phase_frames": tuple(f"phase_{k}" for k in PHASE_SUMMARY_NAMES),
+    "pitvis_phase": ("pitvis_score", "pitvis_f1", "pitvis_edit"),
 }
 
 LOWER_IS_BETTER = {
     ("hausdorff", "hausdorff"), ("hd95", "hd95"), ("assd", "assd"), ("masd", "masd"),
     ("segmentation", "hausdorff"), ("segmentation", "hd95"), ("segmentation", "assd"), ("segmentation", "masd"),
     ("nmse", "nmse"), ("ece", "ece"), ("vqa", "unparsed_rate"), ("agreement", "mae"), ("agreement", "rmse"),
-    ("sod_toolbox", "mae"),
+    ("sod_toolbox", "mae"), ("box_iou_3d", "no_box_rate"),
+    ("verse_localisation_distance", "verse_localisation_distance"),
 }
 SIGNED = {
     ("volume_difference", "volume_difference"), ("segmentation", "volume_difference"),

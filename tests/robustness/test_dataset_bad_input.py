@@ -123,7 +123,17 @@ def _seg2d(root: Path):
     return create("seg2d_folder", root), root / "images" / "s0.png"
 
 
+def _skm_tea(root: Path):
+    pytest.importorskip("h5py")
+    from tests.datasets.test_mri_recon import make_skm_tea
+
+    make_skm_tea(root)
+    ds = create("skm_tea", root, split=None, echoes=[1])  # one sample per file
+    return ds, root / "files_recon_calib-24" / "MTR_001.h5"
+
+
 LAYOUTS: dict[str, Callable[[Path], tuple[object, Path]]] = {
+    "skm_tea": _skm_tea,
     "seg2d_folder": _seg2d,
     "csv": _csv,
     "nih_cxr14": _nih,
@@ -153,12 +163,13 @@ EXCUSED = {
 SAME_READERS = {
     "chexpert": "csv", "mimic_cxr": "csv", "rsna_pneumonia": "csv", "siim_pneumothorax": "csv",
     "vindr_cxr": "csv", "mhist": "image_folder", "kits23": "nifti_pairs",
-    "totalsegmentator": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
+    "totalsegmentator": "nifti_pairs", "abdomenatlas": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
     "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr", "omnibrainbench": "csv",
     "cxreasonbench": "csv", "rexgradient": "csv",
+    "fastmri": "skm_tea (the shared HDF5 k-space loader, datasets/mri_recon/base.py; test_mri_recon)",
     # datasets/seg2d layouts: the seg2d_folder loader and readers with other folder names
     "covid_semiseg": "seg2d_folder", "pranet_polyp": "seg2d_folder", "kvasir_seg": "seg2d_folder",
     "isic2018_task1": "seg2d_folder", "busi": "seg2d_folder",

@@ -10,7 +10,7 @@ from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
 )
 
-_COMMON = ("spacing", "orientation", "transform")
+_COMMON = ("spacing", "orientation", "transform", "segment_map")
 
 
 def _root(root: str | Path, name: str) -> Path:

@@ -13,11 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from medimg_bench.datasets.mask_formats import is_label_file, label_stem
 from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
-from medimg_bench.datasets.volumetric.volume import (
-    VolumeDataset,
-    nifti_stem,
-)
+from medimg_bench.datasets.volumetric.volume import VolumeDataset
 from medimg_bench.registry import register_dataset
 
 __all__ = ["nifti_pairs"]
@@ -44,7 +42,9 @@ def nifti_pairs(
     (``images/case1.nii.gz`` ↔ ``labels/case1.nii.gz``). ``channel_suffix`` groups nnU-Net style
     ``case1_0000.nii.gz``, ``case1_0001.nii.gz``... into one multi-channel sample (channel order =
     suffix). An image without a label (``require_labels``) or a label without an image is an
-    error naming the file. ``split`` names the rows (all rows belong to it)."""
+    error naming the file. ``split`` names the rows (all rows belong to it). Images may also be
+    NRRD / MetaImage; labels NRRD / MetaImage or DICOM SEG ``<id>.dcm`` (segments matched to
+    ``classes`` by label, or by number with the ``segment_map`` option)."""
     options, slice_axis, only = _split_options(options, "nifti_pairs")
     r = _root(root, "nifti_pairs")
     idir = r / image_dir
@@ -52,9 +52,9 @@ def nifti_pairs(
         raise FileNotFoundError(f"nifti_pairs: image folder {str(idir)!r} does not exist")
     groups: dict[str, list[tuple[int, str]]] = {}
     for p in sorted(idir.iterdir()):
-        if p.name.startswith(".") or not p.name.endswith((".nii", ".nii.gz")):
+        if not is_label_file(p.name) or p.name.lower().endswith(".dcm"):  # images: NIfTI, NRRD, MHA
             continue
-        stem, channel = nifti_stem(p.name), 0
+        stem, channel = label_stem(p.name), 0
         if channel_suffix:
             m = _CHANNEL_SUFFIX.match(stem)
             if not m:
@@ -64,15 +64,15 @@ def nifti_pairs(
             stem, channel = m.group(1), int(m.group(2))
         groups.setdefault(stem, []).append((channel, f"{image_dir}/{p.name}"))
     if not groups:
-        raise FileNotFoundError(f"nifti_pairs: no .nii/.nii.gz image in {str(idir)!r}")
+        raise FileNotFoundError(f"nifti_pairs: no .nii/.nii.gz/.nrrd/.mha image in {str(idir)!r}")
     labels: dict[str, str] = {}
     if label_dir is not None:
         ldir = r / label_dir
         if not ldir.is_dir():
             raise FileNotFoundError(f"nifti_pairs: label folder {str(ldir)!r} does not exist")
         for p in sorted(ldir.iterdir()):
-            if p.name.endswith((".nii", ".nii.gz")) and not p.name.startswith("."):
-                stem = nifti_stem(p.name)
+            if is_label_file(p.name):  # NIfTI, NRRD, MetaImage or a DICOM SEG <id>.dcm
+                stem = label_stem(p.name)
                 if stem not in groups:
                     raise ValueError(
                         f"nifti_pairs: label {str(p)!r} has no image named {stem!r} in {str(idir)!r}"

@@ -109,6 +109,7 @@ class VolumeDataset(ManifestDataset):
         modality: str | None = None,
         transform: Callable[[dict], dict] | None = None,
         name: str | None = None,
+        segment_map: Mapping[Any, Any] | None = None,
     ) -> None:
         if "image" not in manifest.columns:
             raise ValueError(f"{name or type(self).__name__}: manifest has no 'image' column")
@@ -131,6 +132,7 @@ class VolumeDataset(ManifestDataset):
             name=name,
         )
         self.channel_names = list(channel_names) if channel_names is not None else None
+        self.segment_map = dict(segment_map) if segment_map else None  # DICOM SEG segment → class
         self.spacing = spacing
         self.orientation = orientation
         self.modality = modality
@@ -144,7 +146,15 @@ class VolumeDataset(ManifestDataset):
         if value is None or (isinstance(value, float) and pd.isna(value)):
             return None
         path = self.resolve(value)
-        array, meta = read_volume(path)
+        if path.name.lower().endswith(".dcm") and path.is_file():  # DICOM SEG / RTSTRUCT (or plain)
+            from medimg_bench.datasets.mask_formats import place_on_grid, read_label_file
+
+            array, meta = read_label_file(path, classes=self.classes, segment_map=self.segment_map,
+                                          image_affine=image_meta.get("affine"), image_shape=image_meta["shape"])
+            array, affine = place_on_grid(array, meta.get("affine"), image_meta["shape"], image_meta.get("affine"))
+            meta = {**meta, "affine": affine}
+        else:
+            array, meta = read_volume(path)
         if array.ndim == 4 and array.shape[-1] == 1:
             array = array[..., 0]
         if array.ndim != 3:

@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["extract_measurements", "measurement_scores"]
+__all__ = ["extract_measurements", "measurement_scores", "extract_ett", "factchexcker_ett_scores", "ETT_TARGET_CM"]
+
+#: the guideline FactCheXcker's prompts cite (Radiopaedia): ETT tip 5 ± 2 cm above the carina
+ETT_TARGET_CM = (3.0, 7.0)
 
 _DEVICES = {
     "endotracheal tube": r"endotracheal tube|et tube|ett",
@@ -79,3 +82,90 @@ def measurement_scores(generated: Sequence[str], references: Sequence[str]) -> d
         "n_reference": float(n_ref),
         "n_matched": float(tp),
     }
+
+
+_ETT = re.compile(r"\b(?:endotracheal tube|et tube|ett|et)\b")
+_ETT_GONE = re.compile(r"\b(?:extubat\w*|(?:endotracheal tube|et tube|ett)\s+(?:has been |was )?removed|removal of the (?:endotracheal tube|et tube|ett))\b")
+_ETT_DIST = re.compile(
+    r"(?:less than |approximately |about |roughly )?(?P<lo>\d+(?:\.\s?\d+)?)\s*(?:-|to)?\s*(?P<hi>\d+(?:\.\s?\d+)?)?\s*"
+    r"(?P<unit>cm|mm)\b(?P<rest>[^.;]{0,40})")
+_TOO_LOW = re.compile(r"\b(?:too low|low[- ]lying|low position|advanced into the (?:right|left) (?:main )?bronch\w*|retract\w*)\b")
+_TOO_HIGH = re.compile(r"\b(?:too high|high[- ]lying|high position|advance\w* by|above the thoracic inlet)\b")
+_OK = re.compile(r"\b(?:appropriate(?:ly)?|satisfactory|standard position|in (?:good|adequate|proper|expected) position|"
+                 r"well[- ]positioned|stable|unchanged|terminates? at an appropriate)\b")
+
+
+def _num(text: str) -> float:
+    return float(text.replace(" ", ""))
+
+
+def extract_ett(text: str) -> dict[str, Any]:
+    """Endotracheal-tube facts of a report under FactCheXcker's extraction rules
+    (``prompts/extract-ETT.prompt``): ``present`` (False after extubation / removal),
+    ``distance_cm`` to the carina (positive above, negative below, above when unstated; "x-y cm"
+    → y; "less than x cm" → x; "2. 0 cm" → 2.0; mm → cm; None when no number is given) and
+    ``placement`` ("correct", "too low", "too high" or None; "stable"/"unchanged" → correct)."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected a report string, got {type(text).__name__}")
+    low = " ".join(text.lower().split())
+    out: dict[str, Any] = {"present": False, "distance_cm": None, "placement": None}
+    if _ETT_GONE.search(low):
+        return out
+    for sentence in re.split(r"(?<!\d)[.!?](?!\s?\d)|[\n;]", low):
+        m_dev = _ETT.search(sentence)
+        if not m_dev:
+            continue
+        out["present"] = True
+        tail = sentence[m_dev.end():]
+        m = _ETT_DIST.search(tail)
+        if m and out["distance_cm"] is None and ("carina" in m.group("rest") or "carina" in tail):
+            v = _num(m.group("hi") or m.group("lo")) / (10.0 if m.group("unit") == "mm" else 1.0)
+            out["distance_cm"] = -v if re.search(r"\bbelow\b|\bbeyond\b|\bdistal to\b", m.group("rest")) else v
+        if out["placement"] is None:
+            out["placement"] = ("too low" if _TOO_LOW.search(sentence) else "too high" if _TOO_HIGH.search(sentence)
+                                else "correct" if _OK.search(sentence) else None)
+    return out
+
+
+def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    p = tp / (tp + fp) if tp + fp else float("nan")
+    r = tp / (tp + fn) if tp + fn else float("nan")
+    f = 2 * p * r / (p + r) if tp and (p + r) else (0.0 if tp + fp and tp + fn else float("nan"))
+    return p, r, f
+
+
+def factchexcker_ett_scores(pred_present: Sequence[bool], gt_present: Sequence[bool],
+                            pred_distance_cm: Sequence[float | None], gt_distance_cm: Sequence[float | None],
+                            *, published_rounding: bool = False) -> dict[str, float]:
+    """FactCheXcker's endotracheal-tube measurement protocol (Heiman et al. 2024, Table of
+    ``results/metrics/*.json``): presence TP/FP/FN/TN with precision, recall, F1 and accuracy;
+    measurement errors (cm) over the studies measured on both sides — ``mae``, ``mse``, ``rmse``,
+    ``mape`` (|p − g| / |g|), ``max_error``; the composite ``mae_f1`` = MAE / presence F1 (their
+    "Composite" column) and ``precision_mae`` = MAE / presence precision. NaN where undefined.
+    ``published_rounding=True`` rounds every figure to 2 decimals and divides the rounded values,
+    as their published tables do (their composites are quotients of the rounded MAE and F1)."""
+    n = len(pred_present)
+    if not (len(gt_present) == len(pred_distance_cm) == len(gt_distance_cm) == n):
+        raise ValueError("factchexcker: the four sequences must have one entry per study")
+    pp, gp = np.asarray(pred_present, bool), np.asarray(gt_present, bool)
+    tp, fp = int((pp & gp).sum()), int((pp & ~gp).sum())
+    fn, tn = int((~pp & gp).sum()), int((~pp & ~gp).sum())
+    p, r, f = _prf(tp, fp, fn)
+    pairs = [(float(a), float(b)) for a, b in zip(pred_distance_cm, gt_distance_cm) if a is not None and b is not None]
+    err = np.asarray([abs(a - b) for a, b in pairs])
+    mae = float(err.mean()) if len(err) else float("nan")
+    rel = [abs(a - b) / abs(b) for a, b in pairs if b != 0]
+    if published_rounding:
+        p, r, f, mae = (round(x, 2) for x in (p, r, f, mae))
+    out = {
+        "n_studies": float(n), "tp": float(tp), "fp": float(fp), "fn": float(fn), "tn": float(tn),
+        "precision": p, "recall": r, "f1": f, "accuracy": (tp + tn) / n if n else float("nan"),
+        "n_measured_both": float(len(pairs)), "mae": mae,
+        "mse": float((err ** 2).mean()) if len(err) else float("nan"),
+        "rmse": float(np.sqrt((err ** 2).mean())) if len(err) else float("nan"),
+        "mape": float(np.mean(rel)) if rel else float("nan"),
+        "max_error": float(err.max()) if len(err) else float("nan"),
+        "mae_f1": mae / f if f and f == f else float("nan"),
+        "precision_mae": mae / p if p and p == p else float("nan"),
+    }
+    return {k: round(v, 2) for k, v in out.items()} if published_rounding else out

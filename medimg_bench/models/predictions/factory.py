@@ -15,6 +15,7 @@ from medimg_bench.models.predictions.frames import (
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
 from medimg_bench.models.predictions.lookup import _find
 from medimg_bench.models.predictions.maps import MapsFromFolder
+from medimg_bench.models.predictions.recon import ReconsFromFolder
 from medimg_bench.models.predictions.scores import ScoresFromFile
 from medimg_bench.registry import register_model
 
@@ -37,17 +38,22 @@ def predictions(
     multilabel: bool | None = None,
     circular: bool = False,
     on_blank: str = "error",
+    segment_map: dict[Any, Any] | None = None,
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
     ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``,
     ``maps`` (2D PNG / .npy probability maps; ``threshold`` makes their ``labels``, ``resize``
-    allows maps of another size) or ``answers`` (alias ``reports``). ``in_channels`` is not used (stored predictions need no pixels). Score tables:
+    allows maps of another size), ``reconstruction`` (``<id>.h5`` fastMRI submission files or
+    ``<id>.npy`` volumes) or ``answers`` (alias ``reports``). ``in_channels`` is not used (stored
+    predictions need no pixels). Score tables:
     ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
     of logits, and whether multi-class rows must sum to 1). Answers: ``circular`` (the task's
     CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
-    (``error`` or ``keep`` null / empty / "None" answers)."""
+    (``error`` or ``keep`` null / empty / "None" answers). Label maps: ``segment_map`` (DICOM SEG
+    segment / RTSTRUCT ROI number → class name or index; default: matched to the dataset's
+    classes by their label)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
@@ -62,8 +68,10 @@ def predictions(
                     else "frames" if looks_like_frame_table(path) else "classification")
         elif phase_txt_files(root):
             kind = "frames"
-        elif root.is_dir() and (any(root.glob("*.nii.gz")) or any(root.glob("*.nii"))):
+        elif root.is_dir() and any(any(root.glob(f"*{ext}")) for ext in (".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".dcm")):
             kind = "segmentation"
+        elif root.is_dir() and any(root.glob("*.h5")):
+            kind = "reconstruction"
         elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
             kind = "maps"
         else:
@@ -88,8 +96,10 @@ def predictions(
         return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,
                                on_blank=on_blank)
     if kind == "segmentation":
-        return LabelMapsFromFolder(root)
+        return LabelMapsFromFolder(root, segment_map=segment_map)
+    if kind == "reconstruction":
+        return ReconsFromFolder(root)
     if kind == "maps":
         return MapsFromFolder(root, threshold=threshold, resize=resize)
-    raise ValueError(f"predictions: kind must be auto, classification, frames, segmentation, maps, answers or "
-                     f"reports, got {kind!r}")
+    raise ValueError(f"predictions: kind must be auto, classification, frames, segmentation, maps, reconstruction, "
+                     f"answers or reports, got {kind!r}")
