@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from medimg_bench.engine.results import Records
@@ -65,6 +66,30 @@ def _unpack(value: Any) -> Any:
     if isinstance(value, dict) and set(value) == {"cat", "sizes"}:
         return list(torch.split(value["cat"], value["sizes"]))
     return value
+
+
+def _item_key(items: list[Any]) -> tuple[Any, ...] | None:
+    """What makes two lists of tensors pack to the same value: each tensor's memory (storage
+    pointer, dtype, device, shape, strides, offset); the same view holds the same numbers. None
+    (not shared) for anything else: lists of ids are cheap to store and costly to compare."""
+    key: list[Any] = []
+    for x in items:
+        if not isinstance(x, torch.Tensor) or x.layout != torch.strided:
+            return None
+        key.append((x.untyped_storage().data_ptr(), x.dtype, x.device, tuple(x.shape), x.stride(),
+                    x.storage_offset()))
+    return tuple(key)
+
+
+def _pack_shared(items: list[Any], memo: dict[tuple[Any, ...], Any]) -> Any:
+    """``_pack_items``, giving metrics that hold the same scores or labels the same packed
+    object: pickling stores an object referenced twice once, so a part holds one copy."""
+    key = _item_key(items)
+    if key is None:
+        return _pack_items(items)
+    if key not in memo:
+        memo[key] = _pack_items(items)
+    return memo[key]
 
 
 def _pack_items(items: list[Any]) -> Any:
@@ -234,8 +259,9 @@ class Checkpoint:
                 if red == "cat" and isinstance(value, list):
                     self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
 
-    def _metric_delta(self, name: str, metric: Metric) -> dict[str, Any]:
-        """``{state: ("append", new items) or ("replace", value)}`` since the last save."""
+    def _metric_delta(self, name: str, metric: Metric, memo: dict[tuple[Any, ...], Any]) -> dict[str, Any]:
+        """``{state: ("append", new items) or ("replace", value)}`` since the last save; ``memo``
+        is shared by the metrics of one part (see ``_pack_shared``)."""
         out: dict[str, Any] = {}
         for s, red in metric._reductions.items():
             value = getattr(metric, s)
@@ -243,7 +269,7 @@ class Checkpoint:
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
                 appended = (list_id == id(value) and len(value) >= n0
                             and (n0 == 0 or id(value[n0 - 1]) == last_id))
-                items = _pack_items(value[n0:] if appended else list(value))
+                items = _pack_shared(value[n0:] if appended else list(value), memo)
                 out[s] = ("append" if appended else "replace", items)
                 self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
             else:
@@ -262,15 +288,15 @@ class Checkpoint:
         """Append what is new since the last save as one part; returns its path."""
         if not self._n_part:
             self.dir.mkdir(parents=True, exist_ok=True)
+        memo: dict[tuple[Any, ...], Any] = {}
         state = {
             "version": VERSION,
             "key": self.key,
             "segment": {**self._segment, "wall_time_s": round(float(elapsed_s), 3)},
             "done": _pack(list(done[self._saved["done"]:])),
-            "records": [{k: _pack(v) if isinstance(v, list) else v for k, v in c.items()}
-                        for c in _joined(records, self._saved["records"]).to_state()],
+            "records": _records_state(records, self._saved["records"]),
             "failures": [dict(f) for f in failures[self._saved["failures"]:]],
-            "metrics": {name: self._metric_delta(name, m) for name, m in metrics.items()},
+            "metrics": {name: self._metric_delta(name, m, memo) for name, m in metrics.items()},
         }
         if self._retry:
             state["retry"] = _pack(list(self._retry))
@@ -290,6 +316,31 @@ def _joined(records: Records, start: int) -> Records:
     if len(new) > 1 and len({tuple(c) for c in new}) == 1:
         return Records([Records(new).columns()])
     return Records(new)
+
+
+def _packed_text(values: np.ndarray) -> dict[str, Any] | None:
+    """A text column (object array of strings) as ``_pack`` would store it, joined straight from
+    the array; None when it holds anything but strings or a string holds the separator."""
+    if values.dtype.kind != "O" or not len(values):
+        return None
+    try:
+        joined = _SEP.join(values)
+    except TypeError:
+        return None
+    return {"strs": joined, "n": len(values)} if joined.count(_SEP) == len(values) - 1 else None
+
+
+def _records_state(records: Records, start: int) -> list[dict[str, Any]]:
+    """Chunks ``start:`` as a part stores them: ``Records.to_state`` with text columns packed
+    (joined from the arrays directly: no list of strings built and scanned twice)."""
+    out = []
+    for c in _joined(records, start).chunks:
+        text = {k: _packed_text(v) for k, v in c.items()}
+        other = [k for k, t in text.items() if t is None]
+        enc = Records([{k: c[k] for k in other}]).to_state()[0] if other else {}
+        out.append({k: text[k] if text[k] is not None else _pack(enc[k]) if isinstance(enc[k], list) else enc[k]
+                    for k in c})
+    return out
 
 
 class _Parts:
