@@ -21,11 +21,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # A Triton kernel: its arguments are positional by Triton's rules (no keyword-only
     # parameters in a @triton.jit signature), and each pointer/stride/constexpr is one argument.
     ("metrics/_minplus_triton.py", "plane"): "Triton kernel, positional by Triton's rules",
-    # Not split yet (issue #23 item 2 is in progress): each entry leaves when its function is split.
-    # h-mri is editing volumetric/volume.py on its branch; split after that merges.
-    ("datasets/volumetric/volume.py", "load_arrays"): "not split yet (h-mri is editing volume.py)",
-    # Arrived from main at 81 lines; volumetric/ is another helper's area right now.
-    ("datasets/volumetric/nifti_pairs.py", "nifti_pairs"): "not split yet (volumetric/ in flux)",
 }
 
 

@@ -7,7 +7,7 @@ error naming the file. ``split`` names the rows (all rows belong to it)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,29 @@ def nifti_pairs(
     idir = r / image_dir
     if not idir.is_dir():
         raise FileNotFoundError(f"nifti_pairs: image folder {str(idir)!r} does not exist")
+    groups = _image_groups(idir, image_dir, channel_suffix)
+    labels = _label_files(r, idir, label_dir, groups)
+    rows = _pair_rows(groups, labels, idir, split, label_dir=label_dir, require_labels=require_labels,
+                      channel_suffix=channel_suffix)
+    note = None
+    if classes is None and labels:
+        classes, note = _classes_from(r, [r / p for p in labels.values()])
+    ds = VolumeDataset(
+        pd.DataFrame(rows),
+        root=r,
+        classes=classes,
+        modality=modality,
+        name="nifti_pairs",
+        **options,
+    )
+    out = _finish(ds, None, slice_axis, only)
+    out.classes_note = note  # manifest.json["dataset"]["classes_note"]
+    return out
+
+
+def _image_groups(idir: Path, image_dir: str, channel_suffix: bool) -> dict[str, list[tuple[int, str]]]:
+    """Image files of ``idir`` by case stem: ``[(channel, relative path)]`` (one channel unless
+    nnU-Net's ``_XXXX`` suffixes group several)."""
     groups: dict[str, list[tuple[int, str]]] = {}
     for p in sorted(idir.iterdir()):
         if not is_label_file(p.name) or p.name.lower().endswith(".dcm"):  # images: NIfTI, NRRD, MHA
@@ -65,19 +88,33 @@ def nifti_pairs(
         groups.setdefault(stem, []).append((channel, f"{image_dir}/{p.name}"))
     if not groups:
         raise FileNotFoundError(f"nifti_pairs: no .nii/.nii.gz/.nrrd/.mha image in {str(idir)!r}")
+    return groups
+
+
+def _label_files(r: Path, idir: Path, label_dir: str | None,
+                 groups: Mapping[str, Any]) -> dict[str, str]:
+    """Label files by case stem (relative paths); a label without an image is an error."""
     labels: dict[str, str] = {}
-    if label_dir is not None:
-        ldir = r / label_dir
-        if not ldir.is_dir():
-            raise FileNotFoundError(f"nifti_pairs: label folder {str(ldir)!r} does not exist")
-        for p in sorted(ldir.iterdir()):
-            if is_label_file(p.name):  # NIfTI, NRRD, MetaImage or a DICOM SEG <id>.dcm
-                stem = label_stem(p.name)
-                if stem not in groups:
-                    raise ValueError(
-                        f"nifti_pairs: label {str(p)!r} has no image named {stem!r} in {str(idir)!r}"
-                    )
-                labels[stem] = f"{label_dir}/{p.name}"
+    if label_dir is None:
+        return labels
+    ldir = r / label_dir
+    if not ldir.is_dir():
+        raise FileNotFoundError(f"nifti_pairs: label folder {str(ldir)!r} does not exist")
+    for p in sorted(ldir.iterdir()):
+        if is_label_file(p.name):  # NIfTI, NRRD, MetaImage or a DICOM SEG <id>.dcm
+            stem = label_stem(p.name)
+            if stem not in groups:
+                raise ValueError(
+                    f"nifti_pairs: label {str(p)!r} has no image named {stem!r} in {str(idir)!r}"
+                )
+            labels[stem] = f"{label_dir}/{p.name}"
+    return labels
+
+
+def _pair_rows(groups: Mapping[str, list[tuple[int, str]]], labels: Mapping[str, str], idir: Path,
+               split: str | None, *, label_dir: str | None, require_labels: bool,
+               channel_suffix: bool) -> list[dict[str, Any]]:
+    """One manifest row per case; channels must be 0..n-1 and (``require_labels``) a label present."""
     rows = []
     for stem, chans in sorted(groups.items()):
         numbers = sorted(c for c, _ in chans)
@@ -98,20 +135,7 @@ def nifti_pairs(
                 "split": split,
             }
         )
-    note = None
-    if classes is None and labels:
-        classes, note = _classes_from(r, [r / p for p in labels.values()])
-    ds = VolumeDataset(
-        pd.DataFrame(rows),
-        root=r,
-        classes=classes,
-        modality=modality,
-        name="nifti_pairs",
-        **options,
-    )
-    out = _finish(ds, None, slice_axis, only)
-    out.classes_note = note  # manifest.json["dataset"]["classes_note"]
-    return out
+    return rows
 
 
 def _classes_from(root: Path, label_files: Sequence[Path]) -> tuple[list[str], str]:
@@ -132,12 +156,15 @@ def _classes_from(root: Path, label_files: Sequence[Path]) -> tuple[list[str], s
                 raise ValueError(f"nifti_pairs: labels in {str(meta)!r} are not 0..K-1: {sorted(pairs)}; "
                                  "set dataset.options.classes=[background,...] instead")
             return [pairs[i] for i in range(len(pairs))], f"classes from {meta}"
-    import nibabel as nib
     import numpy as np
+
+    from medimg_bench.datasets.mask_formats import read_label_file
 
     top = 0
     for f in label_files:
-        values = np.unique(np.asarray(nib.load(str(f)).dataobj))
+        if Path(f).name.lower().endswith(".dcm"):  # DICOM SEG / RTSTRUCT: segments carry their own labels
+            continue
+        values = np.unique(np.asarray(read_label_file(f)[0]))
         if len(values) and (values.min() < 0 or not np.all(values == np.round(values))):
             raise ValueError(f"nifti_pairs: label map {str(f)!r} holds values other than 0..K "
                              f"({values[:5].tolist()}...); set dataset.options.classes explicitly")

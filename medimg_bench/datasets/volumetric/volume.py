@@ -178,7 +178,7 @@ class VolumeDataset(ManifestDataset):
         self, row: Mapping[str, Any]
     ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
         """Image ``C×X×Y×Z`` float32, mask (int64 or None) and meta before tensors are made."""
-        from medimg_bench.datasets.io import affine_spacing, reorient
+        from medimg_bench.datasets.io import affine_spacing
 
         sid = str(row["id"])
         value = row["image"]
@@ -186,6 +186,28 @@ class VolumeDataset(ManifestDataset):
             self.resolve(p)
             for p in (value if isinstance(value, (list, tuple, np.ndarray)) else [value])
         ]
+        ref_path = paths[0]
+        image, affine = self._read_channels(sid, paths)
+        mask = self._mask_on_image_grid(row, sid, image, affine, ref_path)
+        image, mask, affine = self._reoriented(image, mask, affine)
+        if self.spacing is not None:
+            image, mask, affine = resample_volume(image, mask, affine, self.spacing)
+        meta = {
+            **self.meta_for(row),
+            "spacing": affine_spacing(affine, 3),
+            "affine": affine,
+            "path": str(ref_path),
+        }
+        meta.setdefault("modality", self.modality)
+        if self.channel_names is not None:
+            meta["channels"] = list(self.channel_names)
+        meta.update(self.extra_meta(row, affine))
+        return image, mask, meta
+
+    def _read_channels(self, sid: str, paths: Sequence[Path]) -> tuple[np.ndarray, np.ndarray]:
+        """The channels of ``paths`` stacked as one ``C×X×Y×Z`` float32 array, and their affine
+        (every channel must share the first one's shape and affine)."""
+        ref_path = paths[0]
         channels: list[np.ndarray] = []
         affine: np.ndarray | None = None
         ref_path = paths[0]
@@ -223,6 +245,11 @@ class VolumeDataset(ManifestDataset):
         image = np.empty((len(channels), *channels[0].shape), dtype=np.float32)
         for i, c in enumerate(channels):
             image[i] = c
+        return image, affine
+
+    def _mask_on_image_grid(self, row: Mapping[str, Any], sid: str, image: np.ndarray, affine: np.ndarray,
+                            ref_path: Path) -> np.ndarray | None:
+        """The row's mask read onto the image's grid (the one grid rule) and converted, or None."""
         try:
             read = self.read_mask(row, {"affine": affine, "shape": image.shape[1:]})
         except Exception as exc:  # the label file is what failed: reported as [target]
@@ -247,6 +274,13 @@ class VolumeDataset(ManifestDataset):
                     path=str(mpath),
                 )
             mask = self.convert_mask(mask, row)
+        return mask
+
+    def _reoriented(self, image: np.ndarray, mask: np.ndarray | None,
+                    affine: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """Image, mask and affine in ``self.orientation`` (unchanged when it is None)."""
+        from medimg_bench.datasets.io import reorient
+
         if self.orientation is not None:
             image_o, new_affine = reorient(np.moveaxis(image, 0, -1), affine, self.orientation)
             image = np.moveaxis(image_o, -1, 0)
@@ -255,19 +289,7 @@ class VolumeDataset(ManifestDataset):
                 m, _ = reorient(m, affine, self.orientation)
                 mask = m if mask.ndim == 3 else np.moveaxis(m, -1, 0)
             affine = new_affine
-        if self.spacing is not None:
-            image, mask, affine = resample_volume(image, mask, affine, self.spacing)
-        meta = {
-            **self.meta_for(row),
-            "spacing": affine_spacing(affine, 3),
-            "affine": affine,
-            "path": str(ref_path),
-        }
-        meta.setdefault("modality", self.modality)
-        if self.channel_names is not None:
-            meta["channels"] = list(self.channel_names)
-        meta.update(self.extra_meta(row, affine))
-        return image, mask, meta
+        return image, mask, affine
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         image, mask, meta = self.load_arrays(row)
