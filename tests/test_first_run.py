@@ -174,3 +174,14 @@ def test_cli_log_holds_the_console_lines_and_vqa_leaves_no_empty_plots(tmp_path,
     log = (run / "cli.log").read_text()
     assert "accuracy" in log and "report:" in log
     assert not (run / "plots").exists()
+
+
+def test_a_judge_without_its_model_name_points_to_the_judges_options():
+    """Issue #22: the error named `model.options.model` where `scoring.judge.options.model` is meant."""
+    import pytest
+
+    from medimg_bench.metrics.text.judge import build_judge
+
+    with pytest.raises(ValueError, match=r"scoring\.judge\.options\.model") as info:
+        build_judge({"model": "openai_vlm", "options": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": None}})
+    assert "model.options.model=" not in str(info.value).replace("scoring.judge.options.model", "")

@@ -91,7 +91,11 @@ def build_judge(spec: Any) -> Any:
     from medimg_bench.registry import create_model
 
     options = {str(k): v for k, v in dict(spec.get("options") or {}).items() if v is not None}
-    judge = create_model(str(name), **options)
+    try:
+        judge = create_model(str(name), **options)
+    except (TypeError, ValueError) as exc:  # the adapter names its own options: say where they live
+        raise type(exc)(str(exc).replace("model.options.", "scoring.judge.options.")
+                        + " (the judge's options are set under scoring.judge.options)") from exc
     if not hasattr(judge, "generate"):
         raise TypeError(f"vqa judge: model {name!r} is not a generative adapter (no generate)")
     return judge
