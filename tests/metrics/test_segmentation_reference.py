@@ -149,7 +149,8 @@ def test_2d_matches_monai_and_deepmind(h, w, sp, seed):
                                metrics=["hausdorff", "hd95", "nsd", "masd"])
     _close(dm["hd95"], sdm.compute_robust_hausdorff(r, 95), 1e-9)
     _close(dm["hausdorff"], sdm.compute_robust_hausdorff(r, 100), 1e-9)
-    _close(dm["nsd"], sdm.compute_surface_dice_at_tolerance(r, 1.5), 1e-9)
+    if not on_tol:  # the same float-rounding tie as above: DeepMind's 5 x 0.30000000000000004 > 1.5
+        _close(dm["nsd"], sdm.compute_surface_dice_at_tolerance(r, 1.5), 1e-9)
     _close(dm["masd"], np.mean(sdm.compute_average_surface_distance(r)), 1e-9)
 
 
