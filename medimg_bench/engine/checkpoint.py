@@ -1,16 +1,21 @@
 """Evaluation checkpoints: an interrupted run resumes where it stopped, at a linear total cost.
 
 A checkpoint is a directory (``<run dir>/checkpoint``; under ``torchrun`` one sub-directory per
-rank, ``rank<r>-of-<w>``). Every save appends one file, ``part-<n>.pt``, holding only what is new
-since the previous save: the ids processed, the per-sample record chunks, the failures, the new
-items of every metric's ``cat`` states and the (fixed-size) other states. So the total cost of
-checkpointing grows linearly with the number of samples, not quadratically.
+rank, ``rank<r>-of-<w>``). Every save appends one file, ``part-<n>.safetensors``, holding only
+what is new since the previous save: the ids processed, the per-sample record chunks, the
+failures, the new items of every metric's ``cat`` states and the (fixed-size) other states. So the
+total cost of checkpointing grows linearly with the number of samples, not quadratically.
 
-Each part is written to a temporary name and renamed atomically, and read back with
+Each part is written to a temporary name and renamed atomically. Parts are safetensors files
+(:mod:`~medimg_bench.engine.partfile`: tensors and long strings as buffers, the rest as JSON;
+nothing pickled). A part that format cannot represent exactly is written as ``part-<n>.pt`` with
+``torch.save``, as every part was before version 4, and read back with
 ``torch.load(weights_only=True)``: only tensors, strings, numbers, lists and dicts, never
-arbitrary objects. Every part carries the run's key (dataset fingerprint, task, model
-fingerprint — architecture, options and weights hash —, metrics, AMP, shard): a checkpoint of
-another run is an error that names each field that differs, with the saved and the current value.
+arbitrary objects. Parts of versions 2 and 3 (``.pt``, earlier releases) are read as before;
+``.pt`` and ``.safetensors`` parts share one numbering. Every part carries the run's key
+(dataset fingerprint, task, model fingerprint — architecture, options and weights hash —,
+metrics, AMP, shard): a checkpoint of another run is an error that names each field that
+differs, with the saved and the current value.
 
 A run that resumes with ``retry_failed`` (a finished run's failed samples, predicted again)
 writes the ids it takes back into its next part (``retry``): reading the parts, their earlier
@@ -19,6 +24,7 @@ writes the ids it takes back into its next part (``retry``): reading the parts, 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -29,14 +35,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench.engine.partfile import Unencodable, freeze, read_part_file, write_part
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
 
 __all__ = ["Checkpoint", "restore_metrics", "key_differences", "has_checkpoint", "remove_checkpoint", "read_part"]
 
-VERSION = 3
-_READABLE = (2, 3)  # version 3 added the optional ``retry`` entry
-_PART = re.compile(r"^part-(\d{6})\.pt$")
+VERSION = 4
+# version 3 added the optional ``retry`` entry; 4 the safetensors file and text columns stored as
+# runs or a repeated period (``_text_column``)
+_READABLE = (2, 3, 4)
+_PART = re.compile(r"^part-(\d{6})\.(pt|safetensors)$")
 
 
 def _cpu(value: Any) -> Any:
@@ -63,6 +72,10 @@ def _pack(values: list[Any]) -> Any:
 def _unpack(value: Any) -> Any:
     if isinstance(value, dict) and set(value) == {"strs", "n"}:
         return value["strs"].split(_SEP) if value["n"] else []
+    if isinstance(value, dict) and set(value) == {"runs", "lengths"}:
+        return np.repeat(_objects(_unpack(value["runs"])), np.asarray(value["lengths"]))
+    if isinstance(value, dict) and set(value) == {"tile", "reps"}:
+        return np.tile(_objects(_unpack(value["tile"])), int(value["reps"]))
     if isinstance(value, dict) and set(value) == {"cat", "sizes"}:
         return list(torch.split(value["cat"], value["sizes"]))
     return value
@@ -81,15 +94,39 @@ def _item_key(items: list[Any]) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _pack_text_shared(items: list[Any], memo: dict[tuple[Any, ...], Any]) -> Any:
+    """``_pack_items`` of a list of strings, reusing the packed value of an equal list packed
+    before in this part (every metric keeps the engine's ids, the same as ``done``): comparing
+    lists of the same string objects is cheap, joining and scanning them is not."""
+    key = ("text", len(items), id(items[0]), id(items[-1]))
+    hit = memo.get(key)
+    if hit is not None and hit[0] == items:
+        return hit[1]
+    packed = _pack_items(items)
+    memo[key] = (items, packed)
+    return packed
+
+
 def _pack_shared(items: list[Any], memo: dict[tuple[Any, ...], Any]) -> Any:
-    """``_pack_items``, giving metrics that hold the same scores or labels the same packed
-    object: pickling stores an object referenced twice once, so a part holds one copy."""
+    """``_pack_items``, giving metrics that hold the same scores, labels or ids the same packed
+    object, which the part stores once."""
+    ident = ("same objects", *map(id, items)) if 0 < len(items) <= 16 else None
+    if ident in memo:  # the very objects packed before (a metric handed the engine's tensors)
+        return memo[ident][1]
     key = _item_key(items)
     if key is None:
-        return _pack_items(items)
-    if key not in memo:
-        memo[key] = _pack_items(items)
-    return memo[key]
+        packed = _pack_text_shared(items, memo) if items and type(items[0]) is str else _pack_items(items)
+    else:
+        packed = memo[key] if key in memo else memo.setdefault(key, _pack_items(items))
+    if ident is not None:
+        memo[ident] = (items, packed)  # ``items`` kept: its objects' ids stay theirs
+    return packed
 
 
 def _pack_items(items: list[Any]) -> Any:
@@ -133,14 +170,17 @@ def key_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[st
 
 
 def read_part(path: str | Path) -> Any:
-    """One part as it was saved (``weights_only``: tensors, strings, numbers, lists, dicts)."""
+    """One part as it was saved: a ``.safetensors`` part through :mod:`partfile`, a ``.pt`` part
+    with ``torch.load(weights_only=True)`` (tensors, strings, numbers, lists, dicts)."""
+    if str(path).endswith(".safetensors"):
+        return read_part_file(path)
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def has_checkpoint(path: str | Path) -> bool:
     """True when ``path`` holds at least one saved part (of any rank)."""
     path = Path(path)
-    return path.is_dir() and any(_PART.match(p.name) for p in path.rglob("part-*.pt"))
+    return path.is_dir() and any(_PART.match(p.name) for p in path.rglob("part-*"))
 
 
 def remove_checkpoint(path: str | Path) -> None:
@@ -167,6 +207,7 @@ class Checkpoint:
         self._cat: dict[tuple[str, str], tuple[int, int, int]] = {}  # (len, id(list), id(last))
         self._segment: dict[str, Any] = {}
         self._retry: list[str] = []
+        self._frozen: dict[int, tuple[Any, bytes]] = {}
 
     @property
     def key(self) -> dict[str, Any]:
@@ -177,6 +218,7 @@ class Checkpoint:
 
             source = self._key_source() if callable(self._key_source) else self._key_source
             self._key = redact_secrets({**dict(source), "world_size": self.world_size, "rank": self.rank})
+            self._frozen = freeze(self._key)  # encoded once for every part
         return self._key
 
     # -- reading --------------------------------------------------------------------------------
@@ -194,7 +236,7 @@ class Checkpoint:
         if self.world_size > 1 and any(not r.endswith(f"-of-{self.world_size}") for r in ranks):
             raise ValueError(f"checkpoint {str(self.root)!r} was written with other process counts ({ranks}); "
                              f"resume it with the same number of processes, not {self.world_size}")
-        if self.world_size > 1 and any(_PART.match(p.name) for p in self.root.glob("part-*.pt")):
+        if self.world_size > 1 and any(_PART.match(p.name) for p in self.root.glob("part-*")):
             raise ValueError(f"checkpoint {str(self.root)!r} was written by a single process; "
                              "resume it without torchrun")
 
@@ -207,13 +249,13 @@ class Checkpoint:
             return None
         for tmp in self.dir.glob(".part-*.tmp"):  # a save killed half-way: never read
             tmp.unlink(missing_ok=True)
-        parts = sorted(p for p in self.dir.iterdir() if _PART.match(p.name))
+        parts = _numbered_parts(self.dir)
         if not parts:
             return None
         acc = _Parts()
-        for part in parts:
+        for n, part in parts:
             acc.add(self._read_checked(part))
-            self._n_part = int(_PART.match(part.name).group(1))  # type: ignore[union-attr]
+            self._n_part = n
         return acc.result()
 
     def _read_checked(self, part: Path) -> dict[str, Any]:
@@ -293,7 +335,7 @@ class Checkpoint:
             "version": VERSION,
             "key": self.key,
             "segment": {**self._segment, "wall_time_s": round(float(elapsed_s), 3)},
-            "done": _pack(list(done[self._saved["done"]:])),
+            "done": _pack_shared(list(done[self._saved["done"]:]), memo),
             "records": _records_state(records, self._saved["records"]),
             "failures": [dict(f) for f in failures[self._saved["failures"]:]],
             "metrics": {name: self._metric_delta(name, m, memo) for name, m in metrics.items()},
@@ -301,13 +343,35 @@ class Checkpoint:
         if self._retry:
             state["retry"] = _pack(list(self._retry))
         self._n_part += 1
-        path = self.dir / f"part-{self._n_part:06d}.pt"
+        path = self.dir / f"part-{self._n_part:06d}.safetensors"
         tmp = self.dir / f".part-{self._n_part:06d}.{os.getpid()}.tmp"
-        torch.save(state, tmp)
+        try:
+            write_part(state, tmp, frozen=self._frozen)
+        except Unencodable:  # nothing written: this part as before, pickled tensors and plain data
+            path = path.with_suffix(".pt")
+            torch.save(state, tmp)
+        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
+        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
         os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         self._retry = []
         return path
+
+
+def _numbered_parts(folder: Path) -> list[tuple[int, Path]]:
+    """The parts in ``folder`` in the order they were written (``.pt`` and ``.safetensors`` share
+    one numbering); ``ValueError`` when a number is taken twice."""
+    parts: dict[int, Path] = {}
+    for p in folder.iterdir():
+        m = _PART.match(p.name)
+        if m is None:
+            continue
+        n = int(m.group(1))
+        if n in parts:
+            raise ValueError(f"checkpoint {str(folder)!r} holds two parts numbered {n}: "
+                             f"{parts[n].name} and {p.name}; delete the checkpoint to start over")
+        parts[n] = p
+    return sorted(parts.items())
 
 
 def _joined(records: Records, start: int) -> Records:
@@ -330,12 +394,49 @@ def _packed_text(values: np.ndarray) -> dict[str, Any] | None:
     return {"strs": joined, "n": len(values)} if joined.count(_SEP) == len(values) - 1 else None
 
 
+def _pointers(values: np.ndarray) -> np.ndarray | None:
+    """The object pointers of a 1-D C-contiguous object array, read in place as integers (the
+    array must outlive the result): equal pointers are one object, so runs and periods are found
+    without comparing strings. None for any other array."""
+    if values.dtype.kind != "O" or values.ndim != 1 or not values.flags.c_contiguous or not len(values):
+        return None
+    return np.frombuffer((ctypes.c_size_t * len(values)).from_address(values.ctypes.data), dtype=np.uintp)
+
+
+def _text_column(values: np.ndarray) -> dict[str, Any] | None:
+    """A text column as a part stores it: the values of its runs of one object and the run
+    lengths (``np.repeat(ids, k)``: a task's id column), one period and the number of repeats
+    (``np.tile(names, b)``: a class column), or all values joined; None when it holds anything
+    but strings (or a string holds the separator)."""
+    ptr = _pointers(values)
+    if ptr is None:
+        return _packed_text(values)
+    n = len(values)
+    change = ptr[1:] != ptr[:-1]
+    if np.count_nonzero(change) < n // 2:
+        starts = np.zeros(np.count_nonzero(change) + 1, dtype=np.intp)
+        starts[1:] = np.flatnonzero(change)
+        starts[1:] += 1
+        packed = _packed_text(values[starts])
+        lengths = np.empty(len(starts), dtype=np.int64)
+        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+        lengths[-1] = n - starts[-1]
+        return None if packed is None else {"runs": packed, "lengths": torch.from_numpy(lengths)}
+    again = np.flatnonzero(ptr == ptr[0])
+    period = int(again[1]) if len(again) > 1 else n
+    if period <= n // 2 and n % period == 0 and bool((ptr.reshape(-1, period) == ptr[:period]).all()):
+        packed = _packed_text(values[:period])
+        return None if packed is None else {"tile": packed, "reps": n // period}
+    return _packed_text(values)
+
+
 def _records_state(records: Records, start: int) -> list[dict[str, Any]]:
     """Chunks ``start:`` as a part stores them: ``Records.to_state`` with text columns packed
-    (joined from the arrays directly: no list of strings built and scanned twice)."""
+    (joined from the arrays directly, as runs or a period where the same string objects repeat:
+    no list of strings built and scanned)."""
     out = []
     for c in _joined(records, start).chunks:
-        text = {k: _packed_text(v) for k, v in c.items()}
+        text = {k: _text_column(v) for k, v in c.items()}
         other = [k for k, t in text.items() if t is None]
         enc = Records([{k: c[k] for k in other}]).to_state()[0] if other else {}
         out.append({k: text[k] if text[k] is not None else _pack(enc[k]) if isinstance(enc[k], list) else enc[k]

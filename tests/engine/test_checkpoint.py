@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from medimg_bench.datasets import create
-from medimg_bench.engine.checkpoint import Checkpoint
+from medimg_bench.engine.checkpoint import Checkpoint, read_part
 from medimg_bench.engine.runner import evaluate
 from medimg_bench.registry import create_model
 
@@ -53,7 +53,7 @@ def test_resume_after_interruption_gives_the_uninterrupted_result(cxr, tmp_path)
     ckpt = tmp_path / "run" / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
         _run(CountingModel(crash_at_call=3), cxr, ckpt)
-    assert sorted(p.name for p in ckpt.iterdir()) == ["part-000001.pt", "part-000002.pt"]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["part-000001.safetensors", "part-000002.safetensors"]
     resumed_model = CountingModel()
     resumed = _run(resumed_model, cxr, ckpt)
     # only the batches after the last checkpoint were predicted again
@@ -74,7 +74,7 @@ def test_resume_restores_onto_another_device_type(cxr, tmp_path):
     ckpt = tmp_path / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
         _run(CountingModel(crash_at_call=3), cxr, ckpt)
-    saved = torch.load(ckpt / "part-000001.pt", weights_only=True)
+    saved = read_part(ckpt / "part-000001.safetensors")
     assert all(t.device.type == "cpu" for t in saved["metrics"]["auroc"]["preds"][1])
     resumed = _run(CountingModel(), cxr, ckpt, device="meta")
     assert resumed.summary == reference.summary
@@ -105,8 +105,8 @@ def test_checkpoint_of_another_run_is_refused(cxr, tmp_path):
                  checkpoint=ckpt, n_resamples=5)
     with pytest.raises(ValueError, match="amp: saved False, now True"):
         _run(CountingModel(), cxr, ckpt, amp=True)
-    (ckpt / "part-000001.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="part-000001.pt.*cannot be read safely"):
+    (ckpt / "part-000001.safetensors").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="part-000001.safetensors.*cannot be read safely"):
         _run(CountingModel(), cxr, ckpt)
 
 
