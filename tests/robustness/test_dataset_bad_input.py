@@ -175,7 +175,7 @@ EXCUSED = {
 SAME_READERS = {
     "chexpert": "csv", "mimic_cxr": "csv", "rsna_pneumonia": "csv", "siim_pneumothorax": "csv",
     "vindr_cxr": "csv", "mhist": "image_folder", "kits23": "nifti_pairs",
-    "totalsegmentator": "nifti_pairs", "abdomenatlas": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
+    "totalsegmentator": "nifti_pairs", "abdomenatlas": "nifti_pairs", "touchstone": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
