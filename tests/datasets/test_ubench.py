@@ -180,8 +180,8 @@ def test_resize_matches_opencv(tmp_path):
 
 
 def test_bad_input_names_the_file_and_problem(tmp_path):
-    with pytest.raises(ValueError, match="unknown U-Bench dataset 'synapse'"):
-        create_dataset("ubench", root=tmp_path, name="synapse")
+    with pytest.raises(ValueError, match="unknown U-Bench dataset 'isic2017'"):
+        create_dataset("ubench", root=tmp_path, name="isic2017")
     with pytest.raises(FileNotFoundError, match="val list"):
         create_dataset("ubench", root=tmp_path, name="busi")
     with pytest.raises(ValueError, match="layout must be one of"):
@@ -214,6 +214,48 @@ def test_datasets_check_on_the_config(tmp_path):
 
 def test_every_named_dataset_has_a_known_layout_and_rule():
     layouts = {"list", "busbra", "glas", "montgomery", "nih", "chasedb1", "drive", "kvasir",
-               "frame_csv", "dsb2018", "medsegbench"}
+               "frame_csv", "dsb2018", "medsegbench", "synapse", "acdc"}
     assert {v[0] for v in UBENCH_DATASETS.values()} == layouts
-    assert all(v[1] in ("nonzero", "gt127", "eq255") and v[2] in ("val", "test") for v in UBENCH_DATASETS.values())
+    binary = {k: v for k, v in UBENCH_DATASETS.items() if v[0] not in ("synapse", "acdc")}
+    assert all(v[1] in ("nonzero", "gt127", "eq255") and v[2] in ("val", "test") for v in binary.values())
+
+
+def test_synapse_volumes_and_slices(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    (tmp_path / "lists" / "lists_Synapse").mkdir(parents=True)
+    (tmp_path / "lists" / "lists_Synapse" / "test_vol.txt").write_text("case0001\ncase0002\n")
+    (tmp_path / "lists" / "lists_Synapse" / "train.txt").write_text("case0005_slice000\n")
+    (tmp_path / "test_vol_h5_new").mkdir()
+    btcv = np.arange(14).repeat(2).reshape(2, 2, 7)                   # every BTCV label 0..13
+    for case in ("case0001", "case0002"):
+        with h5py.File(tmp_path / "test_vol_h5_new" / f"{case}.npy.h5", "w") as f:
+            f["image"] = np.linspace(0, 1, btcv.size, dtype=np.float32).reshape(btcv.shape)
+            f["label"] = btcv.astype(np.float32)
+    (tmp_path / "train_npz_new").mkdir()
+    np.savez(tmp_path / "train_npz_new" / "case0005_slice000.npz", image=np.zeros((4, 5), np.float32),
+             label=np.full((4, 5), 11.0, np.float32))
+    ds = create_dataset("ubench", root=tmp_path, name="Synapse")      # U-Bench scores test_vol
+    assert ds.ids == ["case0001", "case0002"] and ds.classes[5] == "pancreas" and len(ds.classes) == 9
+    s = ds[0]
+    assert s["image"].shape == (1, 2, 2, 7) and s["mask"].shape == (2, 2, 7)
+    got = dict(zip(btcv.ravel().tolist(), s["mask"].numpy().ravel().tolist()))
+    # Synapse_dataset(nclass=9): 5, 9, 10, 12, 13 -> 0; 11 -> 5; the others kept
+    assert got == {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 0, 6: 6, 7: 7, 8: 8, 9: 0, 10: 0, 11: 5, 12: 0, 13: 0}
+    train = create_dataset("ubench", root=tmp_path, name="synapse", split="train")
+    assert train.ids == ["case0005_slice000"] and int(train[0]["mask"].max()) == 5
+    with pytest.raises(ValueError, match="size / mask_rule"):
+        create_dataset("ubench", root=tmp_path, name="synapse", size=224)
+
+
+def test_acdc_volumes(tmp_path):
+    (tmp_path / "lists_ACDC").mkdir()
+    (tmp_path / "lists_ACDC" / "test.txt").write_text("case_002_volume_ED.npz\n")
+    (tmp_path / "test").mkdir()
+    lab = np.array([[[0, 1], [2, 3]]] * 3, dtype=np.uint8)
+    np.savez(tmp_path / "test" / "case_002_volume_ED.npz", img=np.ones((3, 2, 2), np.float32), label=lab)
+    ds = create_dataset("ubench", root=tmp_path, name="ACDC")
+    assert ds.ids == ["case_002_volume_ED"] and ds.classes[1:] == ["right_ventricle", "myocardium", "left_ventricle"]
+    assert np.array_equal(ds[0]["mask"].numpy(), lab.astype(np.int64))
+    np.savez(tmp_path / "test" / "case_002_volume_ED.npz", img=np.ones((3, 2, 2), np.float32), label=lab + 3)
+    with pytest.raises(Exception, match="outside ACDC's 0..3"):
+        ds[0]

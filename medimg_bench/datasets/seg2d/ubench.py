@@ -23,6 +23,10 @@ layout          files (``root`` = U-Bench's ``--base_dir``)
 ``dsb2018``     ``<split>_imageid_frame.csv`` (``ImageId``), ``stage1_train/<id>/images/<id>.png``,
                 every ``stage1_train/<id>/masks/*.png`` (union)
 ``medsegbench`` ``<flag>_<size>.npz`` with ``<split>_images`` / ``<split>_label`` (MedSegBench)
+``synapse``     ``lists/lists_Synapse/<split>.txt``; ``train_npz_new/<slice>.npz`` (2D),
+                ``test_vol_h5_new/<case>.npy.h5`` (volumes; ``image`` / ``label``)
+``acdc``        ``lists_ACDC/<split>.txt``; ``train|valid/<slice>`` (2D npz), ``test/<case>``
+                (volume npz; ``img`` / ``label``)
 ==============  ==============================================================================
 
 Masks are binarised with the rule of the U-Bench class that reads them (``mask_rule``):
@@ -32,6 +36,11 @@ casts it to ``uint8``: only 255 is foreground). Images come as 3 channels (U-Ben
 with ``cv2.imread``; grey files are repeated) in RGB order (U-Bench feeds BGR to its networks).
 ``size=`` resizes to U-Bench's evaluation grid (``--img_size``, 256; 224 for some networks):
 image bilinear (half-pixel centres, no antialiasing, as ``cv2.INTER_LINEAR``), mask nearest.
+
+Synapse and ACDC (U-Bench's "3D-slice" datasets, ``main_multi3d.py``) come as U-Bench stores
+them: 2D training slices, and test volumes ``1 x D x H x W`` (image as stored) with a ``D x H x W``
+label map; Synapse's labels are mapped to U-Bench's 9 classes as its ``Synapse_dataset`` does
+(5, 9, 10, 12, 13 -> 0; 11 -> 5).
 """
 
 from __future__ import annotations
@@ -50,7 +59,8 @@ from medimg_bench.datasets.seg2d.folder import Seg2DFolder
 from medimg_bench.registry import register_dataset
 from medimg_bench.sample import SampleError
 
-__all__ = ["MASK_RULES", "UBENCH_DATASETS", "UBenchFolder", "UBenchNpz", "binarize", "ubench"]
+__all__ = ["ACDC_CLASSES", "MASK_RULES", "SYNAPSE_CLASSES", "UBENCH_DATASETS", "UBenchFolder", "UBenchNpz",
+           "UBenchVolumes", "binarize", "ubench"]
 
 MASK_RULES = ("nonzero", "gt127", "eq255")
 
@@ -78,6 +88,24 @@ UBENCH_DATASETS: dict[str, tuple[str, str, str]] = {
     "dsb2018": ("dsb2018", "gt127", "val"),
     # U-Bench routes these two names to its own CHASEDB1 / DRIVE folders before MedSegBench
     **{n: ("medsegbench", "nonzero", "val") for n in _MEDSEGBENCH if n not in ("chasedb1", "drive")},
+    # multi-class volumes, scored per volume (main_multi3d.py); no binarisation
+    "synapse": ("synapse", "labels", "test_vol"),
+    "acdc": ("acdc", "labels", "test"),
+}
+
+#: Synapse after U-Bench's remap of the 13 BTCV labels (1 spleen ... 13 left adrenal gland)
+SYNAPSE_CLASSES = ("background", "spleen", "right_kidney", "left_kidney", "gallbladder", "pancreas",
+                   "liver", "stomach", "aorta")
+#: ACDC label values: 1 right ventricle, 2 myocardium, 3 left ventricle
+ACDC_CLASSES = ("background", "right_ventricle", "myocardium", "left_ventricle")
+# Synapse's BTCV label -> U-Bench's 9-class label (Synapse_dataset with nclass=9)
+_SYNAPSE_REMAP = np.array([0, 1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 5, 0, 0], dtype=np.int64)
+# layout: (list folder, {split: (data folder, file name of a listed case, image key)})
+_VOLUMES = {
+    "synapse": ("lists/lists_Synapse", {"train": ("train_npz_new", "{}.npz", "image"),
+                                        "test_vol": ("test_vol_h5_new", "{}.npy.h5", "image")}),
+    "acdc": ("lists_ACDC", {"train": ("train", "{}", "img"), "valid": ("valid", "{}", "img"),
+                            "test": ("test", "{}", "img")}),
 }
 
 # list layouts: (image folder, mask path from the case name, case names carry their suffix)
@@ -286,6 +314,66 @@ class UBenchNpz(ManifestDataset):
         return {"id": str(row["id"]), "image": image, "mask": mask, "meta": meta}
 
 
+def _read_arrays(path: Path, image_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(image, label)`` of one U-Bench ``.npz`` / ``.h5`` file (never unpickles)."""
+    if path.suffix == ".h5":
+        try:
+            import h5py
+        except ImportError as exc:  # an optional dependency (the `data` extra)
+            raise ImportError("ubench: reading Synapse's .npy.h5 volumes needs h5py (pip install h5py)") from exc
+        with h5py.File(path, "r") as f:
+            return np.asarray(f[image_key][:]), np.asarray(f["label"][:])
+    with np.load(path, allow_pickle=False) as z:
+        return np.asarray(z[image_key]), np.asarray(z["label"])
+
+
+class UBenchVolumes(ManifestDataset):
+    """Synapse / ACDC as U-Bench stores them: 2D training slices or test volumes, image as stored
+    (``1 x [D x] H x W`` float32), multi-class label map (Synapse remapped to 9 classes)."""
+
+    task = "segmentation"
+
+    def __init__(self, cases: Sequence[tuple[str, Path]], *, root: Path, kind: str, image_key: str,
+                 name: str = "ubench") -> None:
+        manifest = pd.DataFrame({"id": [c for c, _ in cases], "file": [str(p) for _, p in cases]})
+        classes = SYNAPSE_CLASSES if kind == "synapse" else ACDC_CLASSES
+        super().__init__(manifest, root=root, path_columns=("file",), classes=classes, name=name)
+        self.kind, self.image_key = kind, image_key
+
+    def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        sid, path = str(row["id"]), self.resolve(row["file"])
+        try:
+            image, label = _read_arrays(path, self.image_key)
+        except (OSError, KeyError, ValueError) as exc:
+            raise SampleError(f"cannot read {path.name}: {exc}", sample_id=sid, path=str(path)) from exc
+        if image.shape != label.shape or image.ndim not in (2, 3):
+            raise SampleError(f"image {image.shape} and label {label.shape} must be the same 2D or 3D shape",
+                              sample_id=sid, path=str(path))
+        lab = np.rint(label).astype(np.int64)
+        if self.kind == "synapse":
+            if lab.min(initial=0) < 0 or lab.max(initial=0) >= len(_SYNAPSE_REMAP):
+                raise SampleError(f"label values {lab.min()}..{lab.max()} outside BTCV's 0..13", sample_id=sid,
+                                  path=str(path))
+            lab = _SYNAPSE_REMAP[lab]
+        elif lab.min(initial=0) < 0 or lab.max(initial=0) >= len(ACDC_CLASSES):
+            raise SampleError(f"label values {lab.min()}..{lab.max()} outside ACDC's 0..3", sample_id=sid, path=str(path))
+        meta = self.meta_for(row)
+        meta.update(path=str(path), spacing=(1.0,) * image.ndim)
+        return {"id": sid, "image": torch.from_numpy(image.astype(np.float32)[None]),
+                "mask": torch.from_numpy(lab), "meta": meta}
+
+
+def _volumes(root: Path, kind: str, split: str, name: str) -> UBenchVolumes:
+    list_dir, splits = _VOLUMES[kind]
+    if split not in splits:
+        raise ValueError(f"{name}: split must be one of {sorted(splits)} for this layout, got {split!r}")
+    folder, pattern, key = splits[split]
+    cases = _read_list(root, split, {split: f"{list_dir}/{split}.txt"}, name)
+    return UBenchVolumes([(Path(pattern.format(c)).name.removesuffix(".npy.h5").removesuffix(".npz"),
+                           root / folder / pattern.format(c)) for c in cases],
+                         root=root, kind=kind, image_key=key, name=name)
+
+
 def _layout_of(name: str, layout: str | None) -> tuple[str, str, str]:
     key = name.lower()
     if layout is None:
@@ -308,7 +396,8 @@ def ubench(*, root: str | Path, split: str | None = None, name: str = "busi", la
 
     ``name``: U-Bench's ``--dataset_name`` (``busi``, ``BUSBRA``, ``Glas``, ``Kvasir-SEG``, a
     MedSegBench flag, ...); ``layout`` reads any folder in one of the layouts instead.
-    ``split=None`` is the split U-Bench scores in-domain (``val``; ``test`` for the frame CSVs).
+    ``split=None`` is the split U-Bench scores in-domain (``val``; ``test`` for the frame CSVs and
+    ACDC, ``test_vol`` for Synapse).
     ``mask_rule`` overrides the layout's binarisation; ``size`` resizes to U-Bench's grid.
     ``train_list`` / ``val_list``: U-Bench's ``--train_file_dir`` / ``--val_file_dir``."""
     lay, rule, default_split = _layout_of(name, layout)
@@ -321,6 +410,11 @@ def ubench(*, root: str | Path, split: str | None = None, name: str = "busi", la
     label = f"ubench[{name}]"
     if lay == "medsegbench":
         return UBenchNpz(r / f"{name.lower()}_{npz_size}.npz", split, size=size, name=label)
+    if lay in _VOLUMES:
+        if size or mask_rule:
+            raise ValueError(f"{label}: size / mask_rule apply to the binary 2D layouts; U-Bench scores "
+                             f"{name} on the stored grid with its multi-class labels")
+        return _volumes(r, lay, split, label)
     if lay in _LISTS:
         pairs, unpaired = _from_list(r, lay, split, {"train": train_list, "val": val_list}, label)
     elif lay in _FOLDERS:
