@@ -55,7 +55,7 @@ import torch
 
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.datasets.seg2d import _io
-from medimg_bench.datasets.seg2d.folder import Seg2DFolder
+from medimg_bench.datasets.seg2d.folder import Seg2DFolder, unpaired_problems
 from medimg_bench.registry import register_dataset
 from medimg_bench.sample import SampleError
 
@@ -229,12 +229,10 @@ def _from_folders(root: Path, layout: str, split: str, name: str):
     for d in (idir, mdir):
         if not d.is_dir():
             raise FileNotFoundError(f"{name}: folder {str(d)!r} does not exist (dataset.root={str(root)!r})")
-    images, masks = _io.list_images(idir, suffixes=(*_io.IMAGE_SUFFIXES, ".gif")), \
-        _io.list_images(mdir, suffixes=(*_io.IMAGE_SUFFIXES, ".gif"))
+    suffixes = (*_io.IMAGE_SUFFIXES, ".gif")  # DRIVE's manual annotations are GIFs
+    images, masks = _io.list_images(idir, suffixes=suffixes), _io.list_images(mdir, suffixes=suffixes)
     if layout == "kvasir":  # U-Bench zips two unsorted listings; the files share their names
         pairs, lonely_i, lonely_m = _io.pair_by_stem(images, masks)
-        from medimg_bench.datasets.seg2d.folder import unpaired_problems
-
         return pairs, unpaired_problems(lonely_i, lonely_m)
     if len(images) != len(masks):  # U-Bench asserts the same: it pairs the n-th image with the n-th mask
         raise ValueError(f"{name}: {len(images)} images in {str(idir)!r} but {len(masks)} masks in "
