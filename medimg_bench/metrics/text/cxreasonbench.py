@@ -42,7 +42,7 @@ from medimg_bench.registry import register_metric
 __all__ = ["HARNESS", "PERCEPTION_TASKS", "MEASUREMENT_TASKS", "ALL_TASKS", "MULTI_BODYPART_TASKS",
            "STAGE_RUBRICS", "stage_rubrics", "verdict_score", "wilson_score", "collapse_stages",
            "measurement_match", "path1_figures", "guidance_figures", "gather_figures", "printed_scores",
-           "CASE_COLUMNS", "CXReasonBenchScores"]
+           "CASE_COLUMNS", "CASE_FIGURES", "CXReasonBenchScores"]
 
 HARNESS = "ttumyche/CXReasonBench 72357fe (evaluation/evaluate_reasoning.py, evaluate_guidance.py, metric.py)"
 # metric.py df_measure_type (lines 19-26); 'total' is the printing order
@@ -409,7 +409,9 @@ def printed_scores(per_task: Mapping[str, Mapping[str, Any]], *, step: str | Non
     return out
 
 
-_PER_CASE = ("init_correct", "init_idk", "final_correct", "guidance_final_correct")
+#: the per-case columns the summary gets (mean, bootstrap CI); init_idk has no direction (an IDK
+#: is not an error here: it sends the case to guidance)
+CASE_FIGURES = ("init_correct", "init_idk", "final_correct", "guidance_final_correct")
 
 
 @register_metric("cxreasonbench_reasoning", tags=("vqa", "text", "reasoning"))
@@ -490,7 +492,7 @@ class CXReasonBenchScores(Metric):
 
     def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
         ids, table = self.values()
-        return {name: (ids, table[:, j:j + 1]) for j, name in enumerate(_PER_CASE)
+        return {name: (ids, table[:, j:j + 1]) for j, name in enumerate(CASE_FIGURES)
                 if not (table.numel() and bool(table[:, j].isnan().all()))}
 
     def compute(self) -> torch.Tensor:
