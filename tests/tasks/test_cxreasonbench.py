@@ -173,3 +173,26 @@ def test_options_are_checked(tmp_path):
     res = mb.evaluate(ScriptedModel(), plain, task=CXReasonBenchReasoningTask(judge=ScriptedJudge()),
                       batch_size=5, progress=False, n_resamples=10)
     assert "stages=true" in str(res.samples["error"].iloc[0])
+
+
+def test_openai_adapter_on_the_loopback_server(tmp_path, chat_server):
+    """The conversation over HTTP: every turn a chat-completions request with the earlier turns;
+    the echo server answers ``echo: <last user text> | images=<n>``, which the judge accepts."""
+    import httpx
+
+    root, mimic = write_release(tmp_path)
+    ds = create_dataset("cxreasonbench", root=root, mimic_root=mimic, stages=True)
+    model = mb.create_model("openai_vlm", base_url=chat_server, model="m", api_key_env="none", max_retries=0,
+                            cache_path=str(tmp_path / "responses.sqlite"))
+    httpx.post(chat_server.rsplit("/v1", 1)[0] + "/reset")
+    judge = ScriptedJudge()
+    res = mb.evaluate(model, ds, task=CXReasonBenchReasoningTask(judge=judge), batch_size=5, progress=False,
+                      n_resamples=10)
+    assert res.summary["n_failed"] == 0
+    rows = res.samples.drop_duplicates("id").set_index("id")
+    full = {"cardiomegaly": 7, "inclusion": 8}  # every stage of path 1: nothing gates
+    assert {sid: int(rows.loc[sid, "n_turns"]) for sid in rows.index} == {
+        sid: full[sid.split("/")[0]] for sid in rows.index}
+    turns = json.loads(rows.loc["cardiomegaly/d1", "turns"])
+    assert [t["response"].rsplit("images=", 1)[1] for t in turns] == ["1", "0", "0", "2", "1", "0", "0"]
+    assert httpx.get(chat_server + "/stats").json()["posts"] == 3 * 7 + 2 * 8
