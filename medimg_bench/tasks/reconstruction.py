@@ -115,13 +115,17 @@ class ReconstructionTask(Task):
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
     ) -> dict[str, Any]:
-        """One row per volume: its id, slices and the acceleration of its sampling mask."""
+        """One row per volume: its id, slices, the acceleration of its sampling mask, and the
+        dataset's target as ``target_max`` / ``target_norm`` (its largest value and L2 norm, before
+        any crop: what ``compare`` checks to know both runs had the same reference)."""
         metas = batch.get("meta") or [{}] * len(batch["id"])
         ids = np.empty(len(batch["id"]), dtype=object)
         ids[:] = list(batch["id"])
-        target = batch["target"]
+        target = [torch.as_tensor(t).detach() for t in batch["target"]]
         return {
             "id": ids,
             "slices": np.array([int(t.shape[0]) for t in target], dtype=np.int64),
             "acceleration": np.array([float((m or {}).get("acceleration", np.nan)) for m in metas]),
+            "target_max": np.array([float(t.max()) for t in target], dtype=np.float64),
+            "target_norm": np.array([float(torch.linalg.vector_norm(t.double())) for t in target], dtype=np.float64),
         }
