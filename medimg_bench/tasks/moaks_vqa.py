@@ -88,7 +88,7 @@ class MOAKSTask(Task):
         return {"responses": model.generate(requests), "volume_sampling": sampled}
 
     def _reference(self, batch: dict[str, Any], i: int) -> dict[str, Any] | None:
-        from medimg_bench.metrics.text.moaks import parse_answer
+        from medimg_bench.metrics.text.moaks import grade_items, parse_answer
 
         text = batch["answer"][i]
         if text is None:
@@ -96,7 +96,11 @@ class MOAKSTask(Task):
         ref = parse_answer(text, rule="qwen2vl")
         if not ref.ok:
             raise ReferenceAnswerError(f"sample {batch['id'][i]!r}: the reference answer is not a JSON object "
-                                  f"({ref.error}): {str(text)[:200]!r}")
+                                       f"({ref.error}): {str(text)[:200]!r}")
+        grades, boxes = grade_items(ref.obj)
+        if not boxes and not any(isinstance(v, int) and not isinstance(v, bool) for v in grades.values()):
+            raise ReferenceAnswerError(f"sample {batch['id'][i]!r}: the reference answer holds no integer grade "
+                                       f"and no box: {str(text)[:200]!r}")
         return ref.obj
 
     def _score(self, batch: dict[str, Any], i: int, resp: Any) -> dict[str, Any]:

@@ -179,19 +179,21 @@ def test_moaks_task_scores_sft_references(tmp_path):
     _sft(root, [{"image": "volumes/9000099.nii.gz", "prompt": QUESTIONS["1"], "answer": "...",
                  "final_diagnosis": json.dumps(ref)},
                 {"image": "volumes/9000296.nii.gz", "prompt": QUESTIONS["60"], "answer": "...",
-                 "final_diagnosis": "no tear"}])
+                 "final_diagnosis": "no tear"},
+                {"image": "volumes/9000296.nii.gz", "prompt": QUESTIONS["60"], "answer": "...",
+                 "final_diagnosis": json.dumps({"ACL": "intact"})}])
     ds = mb.create_dataset("3dreasonknee", root=root, layout="sft")
     reply = "Reasoning ... Final diagnosis: " + json.dumps(
         {"MOAKS_scores": {"patella medial BML": {"Size of BML (including cyst)": 1, "Number of BML within subregion": 1}}})
-    model = Scripted({ds.ids[0]: reply, ds.ids[1]: json.dumps({"ACL": {"Complete Tear": 0}})})
+    model = Scripted({ds.ids[0]: reply, ds.ids[1]: json.dumps({"ACL": {"Complete Tear": 0}}), ds.ids[2]: "{}"})
     task = mb.create_task("moaks_vqa", parse="sft", volume_sampling="reasonknee3d_o1")
     res = mb.evaluate(model, ds, task=task, batch_size=2, progress=False, n_resamples=20)
     m = res.summary["metrics"]
     assert m["grade_accuracy"]["mean"]["value"] == pytest.approx(0.5) and m["exact_match"]["mean"]["value"] == 0.0
-    # the second reference is no JSON object: that sample fails at its target, naming it
+    # the other references are no JSON object / hold no grade: those samples fail at their target
     failures = res.failures
-    assert list(failures["id"]) == [ds.ids[1]] and failures["error"].iloc[0].startswith("[target]")
-    assert "not a JSON object" in failures["error"].iloc[0]
+    assert list(failures["id"]) == ds.ids[1:] and all(failures["error"].str.startswith("[target]"))
+    assert "not a JSON object" in failures["error"].iloc[0] and "no integer grade" in failures["error"].iloc[1]
     assert len(model.requests[0].images) == 32
 
 
