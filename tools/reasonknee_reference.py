@@ -10,7 +10,8 @@ github:rajpurkarlab/3DReasonKnee``):
 * ``data/question_files/questions_nobbox_{guided,zeroshot}.json`` — writes the end of each
   question, from its last "Provide your reasoning" (every question has one) — the sentences that
   ask for the answer and give its JSON template — to ``reasonknee_templates.json``, both files
-  (their wording differs for a few questions);
+  (their wording differs for a few questions), and each question's first sentence (what it asks
+  about);
 * ``code/zero_shot/qwen2vl.py`` and ``code/zero_shot/o1.py`` — runs *their* parse statements,
   taken from the source with ``ast`` at run time (the ``try: content_json = json.loads(...)``
   of ``call_qwen_model``, and o1's ``result_json = json.loads(result)``), on the replies of
@@ -42,6 +43,7 @@ def templates(repo: str, commit: str) -> dict[str, dict[str, str]]:
     for kind in ("guided", "zeroshot"):
         table = json.loads(_show(repo, commit, f"data/question_files/questions_nobbox_{kind}.json"))
         out[kind] = {qid: text[text.rfind(_TAIL):] for qid, text in table.items()}
+        out[f"{kind}_openings"] = {qid: text.split("?")[0].split(". ")[0] for qid, text in table.items()}
     return out
 
 

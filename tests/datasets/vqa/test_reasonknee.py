@@ -213,3 +213,20 @@ def test_cli_run_with_the_shipped_configs_and_the_tiny_vlm(tmp_path, monkeypatch
     assert rc == 0 and "parse_failed" in summary["metrics"] and summary["moaks"]["n_questions"] == 2
     samples = pd.read_parquet(run / "samples.parquet")
     assert set(samples["volume_slices"]) == {"[0, 11]"} and set(samples["question_id"]) == {"60"}
+
+
+def test_findings_of_the_69_released_questions():
+    from medimg_bench.datasets.vqa.reasonknee import finding_of
+
+    # first sentences of questions_nobbox_{guided,zeroshot}.json at bcc32ba (tools/reasonknee_reference.py)
+    stored = json.loads((Path(__file__).parents[2] / "metrics" / "text" / "data" / "reasonknee_templates.json").read_text())
+    for kind in ("guided_openings", "zeroshot_openings"):
+        found = {q: finding_of(text) for q, text in stored["templates"][kind].items()}
+        assert len(found) == 69
+        assert {q for q, f in found.items() if f == "bml"} == {str(q) for q in range(1, 16)}
+        assert {q for q, f in found.items() if f == "cartilage"} == {str(q) for q in range(16, 30)}
+        assert {q for q, f in found.items() if f == "osteophyte"} == {str(q) for q in range(30, 42)}
+        assert [found[q] for q in ("42", "44", "48", "54", "56", "58", "60", "61", "62")] == [
+            "synovitis", "meniscal_extrusion", "meniscal_morphology", "meniscal_cyst", "meniscal_hypertrophy",
+            "meniscal_root_tear", "ligament", "ligament", "patellar_tendon"]
+        assert {q for q, f in found.items() if f == "other"} == {str(q) for q in range(63, 70)}
