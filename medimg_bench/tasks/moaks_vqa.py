@@ -55,7 +55,7 @@ class MOAKSTask(Task):
         return out
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
-        if spec and set(dict(spec)) - {"moaks"}:
+        if spec and not any(n == "moaks" or (o or {}).get("metric") == "moaks" for n, o in dict(spec).items()):
             spec = None  # the root config's default classification metrics do not apply
         return super().build_metrics(spec, classes)
 

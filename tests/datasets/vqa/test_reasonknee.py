@@ -230,3 +230,13 @@ def test_findings_of_the_69_released_questions():
             "synovitis", "meniscal_extrusion", "meniscal_morphology", "meniscal_cyst", "meniscal_hypertrophy",
             "meniscal_root_tear", "ligament", "ligament", "patellar_tendon"]
         assert {q for q, f in found.items() if f == "other"} == {str(q) for q in range(63, 70)}
+
+
+def test_moaks_task_options_and_metric_spec():
+    task = mb.create_task("moaks_vqa")
+    assert task.volume_sampling.name == "reasonknee3d_video" and task.parse == "qwen2vl"
+    assert list(task.build_metrics({"auroc": {}}, None)) == ["moaks"]  # the root default does not apply
+    kept = task.build_metrics({"strict": {"metric": "moaks", "thresholds": [0.1]}}, None)
+    assert list(kept) == ["strict"] and kept["strict"].thresholds == (0.1,)
+    with pytest.raises(ValueError, match="parse must be one of"):
+        mb.create_task("moaks_vqa", parse="regex")
