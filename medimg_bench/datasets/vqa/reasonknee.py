@@ -95,8 +95,8 @@ class ReasonKneeDataset(ManifestDataset):
         array, meta = read_nifti(path)
         if array.ndim != 3:
             raise ImageReadError(path, f"expected a 3D volume, got shape {array.shape}")
+        check_pixels(array, path)  # before the cast: complex voxels are an error, not their real part
         array = np.asarray(array, dtype=np.float32)
-        check_pixels(array, path)
         if self.axis0_slices is not None and array.shape[0] != self.axis0_slices:
             # code/sft/data_preprocess.py: "NII data shape is not 160 ... transposed"
             array = array.transpose(2, 0, 1)
