@@ -32,13 +32,14 @@ OUTPUTS = {
     "phase_frames": tuple(f"phase_{k}" for k in PHASE_SUMMARY_NAMES),
     "pitvis_phase": ("pitvis_score", "pitvis_f1", "pitvis_edit"),
     "cxreasonbench_reasoning": CASE_FIGURES,
+    "moaks": ("grade_accuracy", "exact_match", "parse_failed", "complete", "box_iou", "acc@0.25", "acc@0.5"),
 }
 
 LOWER_IS_BETTER = {
     ("hausdorff", "hausdorff"), ("hd95", "hd95"), ("assd", "assd"), ("masd", "masd"),
     ("segmentation", "hausdorff"), ("segmentation", "hd95"), ("segmentation", "assd"), ("segmentation", "masd"),
     ("nmse", "nmse"), ("ece", "ece"), ("vqa", "unparsed_rate"), ("agreement", "mae"), ("agreement", "rmse"),
-    ("sod_toolbox", "mae"), ("box_iou_3d", "no_box_rate"),
+    ("sod_toolbox", "mae"), ("box_iou_3d", "no_box_rate"), ("moaks", "parse_failed"),
     ("verse_localisation_distance", "verse_localisation_distance"),
 }
 SIGNED = {

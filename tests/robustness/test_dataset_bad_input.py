@@ -143,7 +143,21 @@ def _skm_tea(root: Path):
     return ds, root / "files_recon_calib-24" / "MTR_001.h5"
 
 
+def _reasonknee(root: Path):
+    # 3dreasonknee's zero-shot layout: one question, two volumes (one sample each)
+    (root / "data" / "split_files").mkdir(parents=True)
+    (root / "data" / "question_files").mkdir(parents=True)
+    rows = ["patient_id,time,study_folder,series_folder,knee_side,image_filepath,label_filepath"]
+    for i in range(2):
+        _nii(root / f"v{i}.nii.gz", _vol(i))
+        rows.append(f"p{i},00m,s,r,LEFT,v{i}.nii.gz,")
+    (root / "data" / "split_files" / "test_split.csv").write_text("\n".join(rows) + "\n")
+    (root / "data" / "question_files" / "questions_nobbox_guided.json").write_text('{"1": "Assess the ACL."}')
+    return create("3dreasonknee", root), root / "v0.nii.gz"
+
+
 LAYOUTS: dict[str, Callable[[Path], tuple[object, Path]]] = {
+    "3dreasonknee": _reasonknee,
     "skm_tea": _skm_tea,
     "seg2d_folder": _seg2d,
     "ubench": _ubench,

@@ -1,0 +1,142 @@
+"""Questions answered with a JSON object and graded item by item (3DReasonKnee's MOAKS questions):
+the volume becomes images under ``volume_sampling``, the question goes verbatim as the user text
+after them, the reply is parsed under a named rule and scored by
+:func:`~medimg_bench.metrics.text.moaks.score_answer` (docs/vlm.md, "3DReasonKnee")."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from medimg_bench.registry import register_task
+from medimg_bench.tasks.base import Task
+
+__all__ = ["MOAKSTask", "REASONKNEE_SYSTEM"]
+
+#: the system prompt of rajpurkarlab/3DReasonKnee bcc32ba ``code/zero_shot/qwen2vl.py``
+REASONKNEE_SYSTEM = ("You are a radiologist. You are given a question and a series of knee MRI images "
+                     "presented as a video. Please provide your answer in JSON format.")
+
+
+class ReferenceAnswerError(ValueError):
+    """A sample's reference answer is not a JSON object (a ``[target]`` failure)."""
+
+    stage = "target"
+
+
+@register_task("moaks_vqa", tags=("vqa", "generative", "structured", "3d"))
+class MOAKSTask(Task):
+    """Options: ``parse`` (a rule of :data:`~medimg_bench.metrics.text.moaks.PARSE_RULES`;
+    ``qwen2vl`` by default), ``system`` (default :data:`REASONKNEE_SYSTEM`), ``volume_sampling``
+    (default ``reasonknee3d_video``), ``max_new_tokens`` (1024, as the authors' scripts),
+    ``box_inclusive`` (integer voxel-index boxes whose last index is inside)."""
+
+    name = "moaks_vqa"
+    default_metrics = {"moaks": {}}
+
+    def __init__(self, *, parse: str = "qwen2vl", system: str | None = REASONKNEE_SYSTEM,
+                 volume_sampling: str | Mapping[str, Any] | None = "reasonknee3d_video",
+                 max_new_tokens: int | None = 1024, box_inclusive: bool = False) -> None:
+        from medimg_bench.metrics.text.moaks import PARSE_RULES
+        from medimg_bench.tasks.volume_prompts import resolve_sampling
+
+        if parse not in PARSE_RULES:
+            raise ValueError(f"moaks_vqa: parse must be one of {list(PARSE_RULES)}, got {parse!r}")
+        self.parse, self.system = parse, system
+        self.volume_sampling = resolve_sampling(volume_sampling)
+        self.max_new_tokens, self.box_inclusive = max_new_tokens, bool(box_inclusive)
+
+    def manifest_notes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"parse": self.parse, "system": self.system}
+        if self.volume_sampling is not None:
+            out["volume_sampling"] = self.volume_sampling.to_dict()
+        return out
+
+    def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
+        if spec and not any(n == "moaks" or (o or {}).get("metric") == "moaks" for n, o in dict(spec).items()):
+            spec = None  # the root config's default classification metrics do not apply
+        return super().build_metrics(spec, classes)
+
+    def _images(self, batch: dict[str, Any], i: int) -> tuple[list[Any], dict[str, Any] | None]:
+        from medimg_bench.tasks._generative import sample_images
+        from medimg_bench.tasks.volume_prompts import volume_images
+
+        raw = batch["image"][i]
+        if getattr(raw, "ndim", 0) != 4:
+            return sample_images(batch, i), None
+        if self.volume_sampling is None:
+            raise ValueError(f"sample {batch['id'][i]!r}: a 3D volume needs task.options.volume_sampling")
+        meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
+        return volume_images(raw, meta, self.volume_sampling, sample_id=str(batch["id"][i]))
+
+    def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+        from medimg_bench.models.vlm.base import GenerationRequest
+
+        if not hasattr(model, "generate"):
+            raise TypeError(f"task moaks_vqa needs a generative adapter (model.generate); got {type(model).__name__}")
+        settings = model.settings
+        if self.max_new_tokens is not None:
+            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        requests, sampled = [], []
+        for i, sid in enumerate(batch["id"]):
+            images, extra = self._images(batch, i)
+            sampled.append(extra)
+            requests.append(GenerationRequest(images=images, user=str(batch["question"][i]), system=self.system,
+                                              settings=settings, sample_id=str(sid), key_extra=extra))
+        return {"responses": model.generate(requests), "volume_sampling": sampled}
+
+    def _reference(self, batch: dict[str, Any], i: int) -> dict[str, Any] | None:
+        from medimg_bench.metrics.text.moaks import grade_items, parse_answer
+
+        text = batch["answer"][i]
+        if text is None:
+            return None
+        ref = parse_answer(text, rule="qwen2vl")
+        if not ref.ok:
+            raise ReferenceAnswerError(f"sample {batch['id'][i]!r}: the reference answer is not a JSON object "
+                                       f"({ref.error}): {str(text)[:200]!r}")
+        grades, boxes = grade_items(ref.obj)
+        if not boxes and not any(isinstance(v, int) and not isinstance(v, bool) for v in grades.values()):
+            raise ReferenceAnswerError(f"sample {batch['id'][i]!r}: the reference answer holds no integer grade "
+                                       f"and no box: {str(text)[:200]!r}")
+        return ref.obj
+
+    def _score(self, batch: dict[str, Any], i: int, resp: Any) -> dict[str, Any]:
+        from medimg_bench.metrics.text.moaks import answer_template, score_answer
+
+        return score_answer(resp.text, self._reference(batch, i), rule=self.parse,
+                            template=answer_template(str(batch["question"][i])), inclusive=self.box_inclusive)
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
+
+        scored, counts = [], []
+        for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
+            if resp.error:  # a failed request fails its sample, so a resumed run asks again
+                raise GenerationFailed(f"sample {sid!r}: generation failed: {resp.error}")
+            one = self._score(batch, i, resp)
+            scored.append(one)
+            counts.append(int(one.get("n_items", 0)))
+        return scored, counts
+
+    def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        rows = []
+        sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
+        for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
+            s = self._score(batch, i, resp)
+            meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
+            row = {"id": sid, "question_id": meta.get("question_id"), "finding": meta.get("finding"),
+                   "response": resp.text, "prompt": resp.prompt, "cached": bool(resp.cached),
+                   "parse_rule": self.parse, "parse_failed": s["parse_failed"], "parse_error": s["parse_error"],
+                   "grades": json.dumps(s["items"], default=str), "complete": s["complete"],
+                   "reference": batch["answer"][i], "grade_accuracy": s.get("grade_accuracy"),
+                   "exact_match": s.get("exact_match"), "box_iou": s.get("box_iou")}
+            if "correct" in s:
+                row["correct_items"] = json.dumps(s["correct"])
+            if sampled[i]:
+                row["volume_sampling"] = sampled[i]["volume_sampling"]["name"]
+                row["volume_slices"] = json.dumps(sampled[i]["volume_sampling"]["slices"])
+            rows.append(row)
+        return rows
