@@ -23,15 +23,19 @@ import numpy as np
 __all__ = ["compare_runs", "data_differences", "cli_main", "Comparison", "LabelMismatchError", "LABEL_COLUMNS"]
 
 #: columns holding a sample's reference — what a run was scored against — in each task's table:
-#: classification ``label``, VQA ``answer`` (+ type, options), reports ``reference`` (+ its
-#: ``ref_*`` findings), segmentation the reference mask's ``target_voxels`` / ``target_ml``;
+#: classification and phase recognition ``label``, VQA ``answer`` (+ type, options), reports
+#: ``reference`` (+ its ``ref_*`` findings), segmentation the reference mask's ``target_voxels`` /
+#: ``target_ml``, reconstruction the target volume's ``target_max`` / ``target_norm``;
 #: ``patient_id`` too, since it decides how the bootstrap clusters
 LABEL_COLUMNS = ("label", "answer", "answer_type", "options", "reference", "target_voxels", "target_ml",
-                 "patient_id")
+                 "target_max", "target_norm", "patient_id")
 _LABEL_PREFIXES = ("ref_",)
 _KEYS = ("id", "class")
-_TASKS = {"classification": ("score", "label"), "segmentation": ("target_voxels",), "vqa": ("answer", "correct"),
-          "report_generation": ("generated", "reference")}
+#: a run's task from its columns, first match wins (phase frames also hold ``score`` and ``label``);
+#: else the manifest's ``task``
+_TASKS = {"phase_recognition": ("video_id", "frame_index", "pred"), "classification": ("score", "label"),
+          "segmentation": ("target_voxels",), "vqa": ("answer", "correct"),
+          "report_generation": ("generated", "reference"), "reconstruction": ("slices", "target_max")}
 
 
 class LabelMismatchError(ValueError):
@@ -367,13 +371,20 @@ def _paired_test(va: np.ndarray, vb: np.ndarray, g: np.ndarray | None) -> tuple[
     return float(wilcoxon(d).pvalue), "Wilcoxon signed-rank on per-patient mean differences"
 
 
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _per_sample_rows(a: _Run, b: _Run, merged: Any, metric: str, *, n_resamples: int,
                      seed: int) -> list[dict[str, Any]]:
     """The paired patient bootstrap of the mean difference of one per-sample metric, per class."""
     from medimg_bench.metrics.stats import paired_bootstrap
 
     rows = []
-    classes = list(dict.fromkeys(merged["class"])) if "class" in merged else [None]
+    # rows without a class hold no per-sample metric where others have one (phase recognition's
+    # frames beside its per-video rows): only the classes named are compared
+    named = [c for c in dict.fromkeys(merged["class"]) if not _missing(c)] if "class" in merged else []
+    classes = named or [None]
     for cname in classes:
         part = merged[merged["class"] == cname] if cname is not None else merged
         va, vb = part[f"{metric}_a"].to_numpy(float), part[f"{metric}_b"].to_numpy(float)

@@ -38,15 +38,23 @@ class Task:
     def build_metrics(
         self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
     ) -> dict[str, Metric]:
-        """Instantiate the stateful metrics named in ``spec`` (name → options; None → defaults)."""
+        """Instantiate the stateful metrics named in ``spec`` (name → options, where an option
+        ``metric`` names the registry entry; None → the task's defaults), each by
+        :meth:`build_metric`."""
         spec = dict(spec) if spec else dict(self.default_metrics)
-        base = self.metric_kwargs(classes)
         metrics = {}
         for name, options in spec.items():
             options = dict(options or {})
             registry_name = options.pop("metric", name)
-            metrics[name] = create_metric(registry_name, **{**base, **options})
+            metrics[name] = self.build_metric(name, registry_name, options, classes)
         return metrics
+
+    def build_metric(
+        self, name: str, registry_name: str, options: dict[str, Any], classes: Sequence[str] | None
+    ) -> Metric:
+        """The metric ``name`` of a spec: registry entry ``registry_name`` with ``options`` over
+        :meth:`metric_kwargs`. Tasks whose metrics need other keywords override this."""
+        return create_metric(registry_name, **{**self.metric_kwargs(classes), **options})
 
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None

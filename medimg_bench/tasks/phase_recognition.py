@@ -10,7 +10,7 @@ does and report one row per video, so the engine's CIs resample videos.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,19 +47,13 @@ class PhaseRecognitionTask(Task):
         target = torch.as_tensor(batch["label"]).to(logits.device).long()
         return torch.nn.functional.cross_entropy(logits, target)
 
-    def build_metrics(
-        self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
-    ) -> dict[str, Metric]:
-        spec = dict(spec) if spec else dict(self.default_metrics)
-        metrics = {}
-        for name, options in spec.items():
-            options = dict(options or {})
-            registry_name = options.pop("metric", name)
-            base: dict[str, Any] = {"class_names": list(classes)} if classes else {}
-            if classes and "phase" in METRICS.entry(registry_name).tags:
-                base["num_classes"] = len(classes)
-            metrics[name] = create_metric(registry_name, **{**base, **options})
-        return metrics
+    def build_metric(
+        self, name: str, registry_name: str, options: dict[str, Any], classes: Sequence[str] | None
+    ) -> Metric:
+        base: dict[str, Any] = {"class_names": list(classes)} if classes else {}
+        if classes and "phase" in METRICS.entry(registry_name).tags:
+            base["num_classes"] = len(classes)
+        return create_metric(registry_name, **{**base, **options})
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
         target = torch.as_tensor(batch["label"])

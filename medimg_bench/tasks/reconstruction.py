@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics.base import Metric
-from medimg_bench.registry import create_metric, register_task
+from medimg_bench.registry import METRICS, create_metric, register_task
 from medimg_bench.tasks.base import Task
 
 __all__ = ["ReconstructionTask"]
@@ -70,29 +70,21 @@ class ReconstructionTask(Task):
         recon = outputs["recon"] if isinstance(outputs, Mapping) else outputs
         return torch.nn.functional.l1_loss(recon, torch.as_tensor(batch["target"]).to(recon.device))
 
-    def build_metrics(
-        self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
-    ) -> dict[str, Metric]:
-        spec = dict(spec) if spec else dict(self.default_metrics)
-        metrics = {}
-        for name, options in spec.items():
-            options = dict(options or {})
-            registry_name = options.pop("metric", name)
-            from medimg_bench.registry import METRICS
-
-            kind = getattr(METRICS.get(registry_name), "input_kind", "images")
-            if kind == "label_maps":
-                if not classes:
-                    raise ValueError(f"reconstruction: metric {name!r} scores tissue masks; the dataset has no classes")
-                include_bg = bool(options.pop("include_background", False))
-                options = {"num_classes": len(classes), "include_background": include_bg,
-                           "class_names": list(classes) if include_bg else list(classes)[1:], **options}
-            elif kind != "images":
-                raise ValueError(f"reconstruction: metric {name!r} takes {kind!r}, not images or label maps")
-            metric = create_metric(registry_name, **options)
-            metric.__class__ = _routed_class(type(metric), kind)
-            metrics[name] = metric
-        return metrics
+    def build_metric(
+        self, name: str, registry_name: str, options: dict[str, Any], classes: Sequence[str] | None
+    ) -> Metric:
+        kind = getattr(METRICS.get(registry_name), "input_kind", "images")
+        if kind == "label_maps":
+            if not classes:
+                raise ValueError(f"reconstruction: metric {name!r} scores tissue masks; the dataset has no classes")
+            include_bg = bool(options.pop("include_background", False))
+            options = {"num_classes": len(classes), "include_background": include_bg,
+                       "class_names": list(classes) if include_bg else list(classes)[1:], **options}
+        elif kind != "images":
+            raise ValueError(f"reconstruction: metric {name!r} takes {kind!r}, not images or label maps")
+        metric = create_metric(registry_name, **options)
+        metric.__class__ = _routed_class(type(metric), kind)
+        return metric
 
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
         if "recon" not in outputs:
@@ -123,13 +115,17 @@ class ReconstructionTask(Task):
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None
     ) -> dict[str, Any]:
-        """One row per volume: its id, slices and the acceleration of its sampling mask."""
+        """One row per volume: its id, slices, the acceleration of its sampling mask, and the
+        dataset's target as ``target_max`` / ``target_norm`` (its largest value and L2 norm, before
+        any crop: what ``compare`` checks to know both runs had the same reference)."""
         metas = batch.get("meta") or [{}] * len(batch["id"])
         ids = np.empty(len(batch["id"]), dtype=object)
         ids[:] = list(batch["id"])
-        target = batch["target"]
+        target = [torch.as_tensor(t).detach() for t in batch["target"]]
         return {
             "id": ids,
             "slices": np.array([int(t.shape[0]) for t in target], dtype=np.int64),
             "acceleration": np.array([float((m or {}).get("acceleration", np.nan)) for m in metas]),
+            "target_max": np.array([float(t.max()) for t in target], dtype=np.float64),
+            "target_norm": np.array([float(torch.linalg.vector_norm(t.double())) for t in target], dtype=np.float64),
         }

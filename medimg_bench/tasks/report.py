@@ -5,8 +5,11 @@ the reference is the section the dataset option ``section`` chooses (findings by
 (``metrics.BLEU_1`` ... with a bootstrap interval over patients), beside the per-report means of
 ``report_nlg``: ``coco`` (default: PTB tokenizer + pycocoevalcap's scorers), ``r2gen`` (R2Gen's
 evaluation path; options ``variant``, ``dataset``, ``threshold``, ``max_seq_length``,
-``train_split``) or ``rexrank`` (CXR-Report-Metric's per-report BLEU-2 ``bleu_score``, also a
-column of the sample table). See :mod:`medimg_bench.metrics.text.pipelines` and docs/reports.md."""
+``train_split``) or ``rexrank`` (CXR-Report-Metric's per-report ``bleu_score``, ``bertscore``,
+``semb_score``, ``radgraph_combined``, ``RadCliQ-v0``, ``RadCliQ-v1``: columns of the sample table,
+their means in ``summary.json``; the model-based ones need the models their options name, else
+they are absent and ``summary.json`` says why). See :mod:`medimg_bench.metrics.text.pipelines`,
+:mod:`medimg_bench.metrics.text.rexrank` and docs/reports.md."""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from medimg_bench.tasks._generative import sample_images
 from medimg_bench.tasks.base import Task
 
 __all__ = ["ReportGenerationTask"]
+
+_BOOTSTRAP_KEYS = ("n_resamples", "confidence", "seed")
 
 DEFAULT_PROMPT = (
     "You are a radiologist. Write the findings section of the radiology report for this chest "
@@ -62,6 +67,11 @@ class ReportGenerationTask(Task):
             raise ValueError(f"report_generation: scoring {self.scoring!r} is not built; "
                              f"available: {list(SCORING_PIPELINES)}")
         self.scoring_options = spec
+        self._rexrank = None
+        if self.scoring == "rexrank":  # a wrong model path is refused now, naming its option
+            from medimg_bench.metrics.text.rexrank import RexrankScorer
+
+            self._rexrank = RexrankScorer(**{k: v for k, v in spec.items() if k not in _BOOTSTRAP_KEYS})
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         # the root config's default (classification) metrics do not apply to reports
@@ -113,11 +123,10 @@ class ReportGenerationTask(Task):
                 row[f"gen_{obs}"] = float(g_lab[obs].iloc[i])
                 row[f"ref_{obs}"] = float(r_lab[obs].iloc[i])
             rows.append(row)
-        if self.scoring == "rexrank":  # per report, under the name CXR-Report-Metric writes
-            from medimg_bench.metrics.text.pipelines import rexrank_bleu2
-
-            for row, value in zip(rows, rexrank_bleu2(gen, refs)):
-                row["bleu_score"] = float(value)
+        if self._rexrank is not None:  # per report, under the names CXR-Report-Metric writes
+            for name, values in self._rexrank.score(gen, refs).items():
+                for row, value in zip(rows, values):
+                    row[name] = float(value)
         return rows
 
     def write_outputs(self, results: Any, run_dir: Path) -> None:
@@ -133,7 +142,7 @@ class ReportGenerationTask(Task):
         if ok.empty:
             return
         opts = {k: v for k, v in self.scoring_options.items() if v is not None}
-        boot = {k: opts.pop(k) for k in ("n_resamples", "confidence", "seed") if k in opts}
+        boot = {k: opts.pop(k) for k in _BOOTSTRAP_KEYS if k in opts}
         summary = results.summary
         boot.setdefault("n_resamples", int(summary.get("n_resamples") or 1000))
         boot.setdefault("confidence", float(summary.get("confidence") or 0.95))
@@ -142,9 +151,14 @@ class ReportGenerationTask(Task):
             opts.setdefault("dataset", "mimic_cxr" if "mimic" in str(self._dataset_cfg(run_dir).get("name")) else "iu_xray")
         else:
             opts.pop("train_split", None)
+        shown, per_report = dict(opts), None
+        if self._rexrank is not None:  # the model scores are the sample table's columns: averaged, not rerun
+            opts = {}
+            per_report = {c: ok[c].astype(float).to_numpy() for c in self._rexrank.columns
+                          if c != "bleu_score" and c in ok}
         groups = ok["patient_id"].astype(str).tolist() if "patient_id" in ok else None
         figures = corpus_figures(ok["generated"].astype(str).tolist(), ok["reference"].astype(str).tolist(),
-                                 groups=groups, scoring=self.scoring, **boot, **opts)
+                                 groups=groups, scoring=self.scoring, per_report=per_report, **boot, **opts)
         path = run_dir / "summary.json"
         on_disk = json.loads(path.read_text()) if path.exists() else {}
         for target in (summary, on_disk):
@@ -152,8 +166,10 @@ class ReportGenerationTask(Task):
             for name, fig in figures.items():
                 metrics[name] = {"kind": "corpus", "pipeline": self.scoring, "n": len(ok), "mean": dict(fig)}
             target["report_text"] = {"pipeline": self.scoring, "figures": list(figures),
-                                     "options": {k: v for k, v in opts.items() if k != "train_reports"},
+                                     "options": {k: v for k, v in shown.items() if k != "train_reports"},
                                      "interval": "percentile bootstrap over patient_id"}
+            if self._rexrank is not None:
+                target["report_text"]["absent"] = dict(self._rexrank.absent)
         with atomic_write(path, mode="w", encoding="utf-8") as fh:
             fh.write(json.dumps(on_disk, indent=2))
 

@@ -48,20 +48,7 @@ class SegmentationTask(Task):
     def build_metrics(
         self, spec: Mapping[str, Mapping[str, Any] | None] | None, classes: Sequence[str] | None
     ) -> dict[str, Metric]:
-        spec = dict(spec) if spec else dict(self.default_metrics)
-        if not classes:
-            raise ValueError("segmentation metrics need the dataset's class list, background first: set "
-                             "dataset.options.classes, e.g. dataset.options.classes=[background,liver,tumour]")
-        metrics = {}
-        for name, options in spec.items():
-            options = dict(options or {})
-            registry_name = options.pop("metric", name)
-            include_bg = bool(options.pop("include_background", self.include_background))
-            names = list(classes) if include_bg else list(classes)[1:]
-            metrics[name] = create_metric(
-                registry_name,
-                **{"num_classes": len(classes), "include_background": include_bg, "class_names": names, **options},
-            )
+        metrics = super().build_metrics(spec, classes)
         kinds = {m.input_kind for m in metrics.values()}
         if "prob_maps" in kinds and len(kinds) > 1:
             raise ValueError("segmentation: metrics of probability maps (sod_toolbox) and of label maps "
@@ -69,6 +56,20 @@ class SegmentationTask(Task):
                              "share a run: score them in two runs")
         self.score_maps = "prob_maps" in kinds
         return metrics
+
+    def build_metric(
+        self, name: str, registry_name: str, options: dict[str, Any], classes: Sequence[str] | None
+    ) -> Metric:
+        """Per-class metrics over ``classes`` (background first, left out unless included)."""
+        if not classes:
+            raise ValueError("segmentation metrics need the dataset's class list, background first: set "
+                             "dataset.options.classes, e.g. dataset.options.classes=[background,liver,tumour]")
+        include_bg = bool(options.pop("include_background", self.include_background))
+        names = list(classes) if include_bg else list(classes)[1:]
+        return create_metric(
+            registry_name,
+            **{"num_classes": len(classes), "include_background": include_bg, "class_names": names, **options},
+        )
 
     def sample_records(
         self, batch: dict[str, Any], outputs: dict[str, Any], classes: Sequence[str] | None

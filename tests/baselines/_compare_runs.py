@@ -168,12 +168,102 @@ def report_relabel(ds: Any) -> Any:
     return _relabelled(ds, rewrite)
 
 
+# -- phase recognition -----------------------------------------------------------------------------------
+PHASE_VIDEOS = (41, 42, 43, 44, 45, 46)
+
+
+def phase_dataset(root: Path) -> Any:
+    """Cholec80's layout (annotations only: stored predictions read no frames), six videos of
+    40 one-second frames from the phase corpus."""
+    from medimg_bench.datasets.video.cholec80 import CHOLEC80_PHASES
+    from tests.datasets._video_layouts import write_cholec80_annotations
+    from tests.metrics._phase_corpus import cholec80_corpus
+
+    data = root / "cholec80"
+    if not (data / "phase_annotations").exists():
+        for n, (gt, _) in zip(PHASE_VIDEOS, cholec80_corpus(len(PHASE_VIDEOS), seed=21)):
+            per_frame = np.repeat(gt[:40], 25)
+            write_cholec80_annotations(data, n, [CHOLEC80_PHASES[p] for p in per_frame],
+                                       {i: (1, 0, 1, 0, 0, 0, 0) for i in range(0, per_frame.size, 25)})
+    return mb.create_dataset("cholec80", root=data, videos=list(PHASE_VIDEOS),
+                             frame_template="none/video{video}/{frame:06d}.png")
+
+
+def phase_run(root: Path, name: str, ds: Any, *, quality: float = 1.0, seed: int = 0,
+              drop: tuple[str, ...] = ()) -> Path:
+    """Per-frame phases: the reference for a share ``quality`` of the frames, else another phase."""
+    rng = np.random.default_rng(seed)
+    m = ds.manifest
+    k = len(ds.classes)
+    rows = []
+    for sid, video, frame, label in zip(m["id"], m["video_id"], m["frame_index"], m["label"]):
+        if sid in drop:
+            continue
+        phase = int(label) if rng.random() < quality else int((label + rng.integers(1, k)) % k)
+        rows.append({"video": video, "frame": int(frame), "phase": ds.classes[phase]})
+    path = root / f"pred_{name}.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    model = mb.create_model("predictions", root=path, num_classes=k)
+    return _evaluate(model, ds, "phase_recognition", root / name, metrics={"phase": {"metric": "phase_frames"}})
+
+
+def phase_relabel(ds: Any) -> Any:
+    def shift(m: pd.DataFrame) -> pd.DataFrame:  # five frames of the first video get the next phase
+        rows = m.index[:5]
+        m.loc[rows, "label"] = (m.loc[rows, "label"] + 1) % 7
+        return m
+
+    return _relabelled(ds, shift)
+
+
+# -- reconstruction --------------------------------------------------------------------------------------
+def reconstruction_dataset(root: Path) -> Any:
+    """SKM-TEA's layout (tests/datasets/test_mri_recon.py's k-space fixture): the test split's
+    three scans (three patients) × two echoes."""
+    from tests.datasets.test_mri_recon import make_skm_tea
+
+    data = root / "skm_tea"
+    if not data.exists():
+        make_skm_tea(data, scans=("MTR_001", "MTR_002", "MTR_003", "MTR_004", "MTR_005"))
+    return mb.create_dataset("skm_tea", root=data, split="test", accelerations=[4], center_fractions=[0.25])
+
+
+def reconstruction_run(root: Path, name: str, ds: Any, *, quality: float = 1.0, seed: int = 0,
+                       drop: tuple[str, ...] = ()) -> Path:
+    """``<id>.h5`` reconstructions: the target plus noise of a share ``1 − quality`` of its peak."""
+    import h5py
+
+    folder = root / f"pred_{name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(len(ds)):
+        sample = ds[i]
+        if sample["id"] in drop:
+            continue
+        target = sample["target"].numpy()
+        noise = rng.normal(size=target.shape) * (1 - quality) * float(target.max())
+        with h5py.File(folder / f"{sample['id']}.h5", "w") as f:
+            f["reconstruction"] = np.abs(target + noise).astype(np.float32)
+    model = mb.create_model("predictions", root=folder, kind="reconstruction")
+    return _evaluate(model, ds, "reconstruction", root / name, metrics={"psnr": {}, "ssim": {}, "nmse": {}})
+
+
+def reconstruction_relabel(ds: Any) -> Any:
+    def swap(m: pd.DataFrame) -> pd.DataFrame:  # the first volume is scored against its other echo's target
+        m.loc[m.index[0], "echo"] = 3 - int(m.loc[m.index[0], "echo"])
+        return m
+
+    return _relabelled(ds, swap)
+
+
 #: task → (dataset builder, run builder, relabel): every registered task must have an entry
 TASKS = {
     "classification": (classification_dataset, classification_run, classification_relabel),
     "segmentation": (segmentation_dataset, segmentation_run, segmentation_relabel),
     "vqa": (vqa_dataset, vqa_run, vqa_relabel),
     "report_generation": (report_dataset, report_run, report_relabel),
+    "phase_recognition": (phase_dataset, phase_run, phase_relabel),
+    "reconstruction": (reconstruction_dataset, reconstruction_run, reconstruction_relabel),
 }
 
 

@@ -18,6 +18,11 @@ from medimg_bench.datasets import video as _module
 from medimg_bench.datasets.video import CHOLEC80_PHASES, read_video_frames, video_info
 from medimg_bench.sample import SampleError, collate, validate_sample
 from tests.datasets._helpers import family_tests
+from tests.datasets._video_layouts import (
+    write_cholec80_annotations,
+    write_pitvis_annotations,
+    write_pitvis_map_steps,
+)
 
 av = pytest.importorskip("av")
 H, W = 24, 32
@@ -69,16 +74,11 @@ N = 60  # frames per Cholec80 test video (2.4 s at 25 fps)
 
 
 def _cholec80(root: Path, videos=(1, 41)) -> None:
+    phases = ["Preparation"] * 30 + ["CalotTriangleDissection"] * 20 + ["ClippingCutting"] * 10
+    tools = {0: (1, 0, 0, 0, 0, 0, 0), 25: (1, 0, 1, 0, 0, 0, 0), 50: (0, 0, 0, 0, 1, 0, 0)}
     for v in videos:
         _write_mp4(root / "videos" / f"video{v:02d}.mp4", N)
-        phases = ["Preparation"] * 30 + ["CalotTriangleDissection"] * 20 + ["ClippingCutting"] * 10
-        lines = ["Frame\tPhase"] + [f"{i}\t{p}" for i, p in enumerate(phases)]
-        (root / "phase_annotations").mkdir(parents=True, exist_ok=True)
-        (root / "phase_annotations" / f"video{v:02d}-phase.txt").write_text("\n".join(lines) + "\n")
-        tools = ["Frame\tGrasper\tBipolar\tHook\tScissors\tClipper\tIrrigator\tSpecimenBag",
-                 "0\t1\t0\t0\t0\t0\t0\t0", "25\t1\t0\t1\t0\t0\t0\t0", "50\t0\t0\t0\t0\t1\t0\t0"]
-        (root / "tool_annotations").mkdir(parents=True, exist_ok=True)
-        (root / "tool_annotations" / f"video{v:02d}-tool.txt").write_text("\n".join(tools) + "\n")
+        write_cholec80_annotations(root, v, phases, tools)
 
 
 @pytest.fixture(scope="module")
@@ -176,14 +176,10 @@ def test_cholec80_bad_annotations(tmp_path):
 def _pitvis(root: Path) -> None:
     fps, seconds = 24, 4
     _write_mp4(root / "video_01.mp4", fps * seconds, fps=fps)
-    (root / "annotations_01.csv").write_text(
-        "int_video,int_time,int_step,int_instrument1,int_instrument2\n"
-        "1,0,-1,-1,-2\n1,1,1,0,-2\n1,2,1,16,-2\n1,3,2,8,16\n"
-    )
-    (root / "map_steps.csv").write_text(
-        "int_step,str_step\n-1,operation_not_started\n-1,out_of_patient\n-1,operation_ended\n"
-        "1,nasal corridor creation \n2,anterior sphenoidotomy\n3,septum displacement\n"
-    )
+    write_pitvis_annotations(root, 1, [(0, -1, -1, -2), (1, 1, 0, -2), (2, 1, 16, -2), (3, 2, 8, 16)])
+    write_pitvis_map_steps(root, [(-1, "operation_not_started"), (-1, "out_of_patient"), (-1, "operation_ended"),
+                                  (1, "nasal corridor creation "), (2, "anterior sphenoidotomy"),
+                                  (3, "septum displacement")])
     (root / "map_instruments.csv").write_text(
         "int_instrument,str_instrument\n-2,no_secondary_instrument\n-1,out_of_patient\n"
         "0,no_visible_instrument\n" + "".join(f"{i},instrument_{i}\n" for i in range(1, 20))
@@ -204,17 +200,13 @@ def test_pitvis_video(tmp_path):
     assert ds[0]["label"] == 0 and ds[0]["tools"].sum() == 0
     clips = create("pitvis", tmp_path, clip_length=2, clip_stride=1)
     assert len(clips) == 3 and clips[1]["label"].tolist() == [1, 1]
-    (tmp_path / "annotations_01.csv").write_text(
-        "int_video,int_time,int_step,int_instrument1,int_instrument2\n1,0,15,0,-2\n"
-    )
+    write_pitvis_annotations(tmp_path, 1, [(0, 15, 0, -2)])
     with pytest.raises(ValueError, match=r"annotations_01.csv' row 2: step 15"):
         create("pitvis", tmp_path)
 
 
 def test_pitvis_frames(tmp_path):
-    (tmp_path / "annotations_02.csv").write_text(
-        "int_video,int_time,int_step,int_instrument1,int_instrument2\n2,0,3,13,-2\n2,1,3,13,-2\n"
-    )
+    write_pitvis_annotations(tmp_path, 2, [(0, 3, 13, -2), (1, 3, 13, -2)])
     for t in range(2):
         p = tmp_path / "frames" / "video_02" / f"{t:05d}.png"
         p.parent.mkdir(parents=True, exist_ok=True)

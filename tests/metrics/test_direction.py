@@ -11,6 +11,7 @@ from medimg_bench.metrics.agreement import AGREEMENT_STATS
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.seg_conventions import SEG_METRIC_NAMES
 from medimg_bench.metrics.sod_toolbox import SOD_MEASURES
+from medimg_bench.metrics.text.cxreasonbench import CASE_FIGURES
 from medimg_bench.metrics.text.report_metrics import REPORT_NLG_COLUMNS
 from medimg_bench.metrics.text.vqa_metrics import VQA_COLUMNS
 from medimg_bench.metrics.video import PHASE_SUMMARY_NAMES
@@ -30,6 +31,7 @@ OUTPUTS = {
                        "cholec80_accuracy_relaxed"),
     "phase_frames": tuple(f"phase_{k}" for k in PHASE_SUMMARY_NAMES),
     "pitvis_phase": ("pitvis_score", "pitvis_f1", "pitvis_edit"),
+    "cxreasonbench_reasoning": CASE_FIGURES,
 }
 
 LOWER_IS_BETTER = {
@@ -42,6 +44,7 @@ LOWER_IS_BETTER = {
 SIGNED = {
     ("volume_difference", "volume_difference"), ("segmentation", "volume_difference"),
     ("agreement", "bias"), ("agreement", "loa_low"), ("agreement", "loa_high"),
+    ("cxreasonbench_reasoning", "init_idk"),
 }
 
 

@@ -34,11 +34,8 @@ from tests.baselines import _compare_runs as R
 TASK_NAMES = sorted(R.TASKS)
 N_RESAMPLES = 30
 
-
-# tasks registered after this suite was written, without a generated case yet (they reach compare
-# through the same per-sample path as segmentation; a case each is still owed)
-NO_CASE_YET = {"phase_recognition": "per-video rows; case not written yet",
-               "reconstruction": "per-sample PSNR/SSIM/NMSE; case not written yet"}
+# tasks registered after this suite was written, without a generated case yet
+NO_CASE_YET = {"cxreasonbench_reasoning": "multi-turn judged conversations per case; case not written yet"}
 
 
 def test_every_task_has_a_case():
@@ -99,6 +96,10 @@ def test_better(task, built, capsys):
     rows = compare_runs(runs["a"], runs["b"], n_resamples=N_RESAMPLES)
     tested = _tested(rows)
     assert tested
+    held = set(json.loads((runs["a"] / "summary.json").read_text())["metrics"])
+    for r in rows:  # the run's own metrics (and compare's accuracy at a threshold), per named class
+        assert r["metric"] in held or r["metric"].startswith("accuracy@"), r
+        assert not (isinstance(r["class"], float) and math.isnan(r["class"])), r
     for r in tested:  # each estimate is the run's own summary value (its own labels, all its rows)
         if r.get("n_dropped"):
             continue

@@ -123,6 +123,17 @@ def _seg2d(root: Path):
     return create("seg2d_folder", root), root / "images" / "s0.png"
 
 
+def _ubench(root: Path):
+    # U-Bench's README layout; its masks go through the loader's own grey reader: corrupt one
+    for k in range(2):
+        for d in ("images", "masks/0"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        PIL.fromarray((np.arange(30).reshape(5, 6) * (k + 1) % 255).astype(np.uint8)).save(root / "images" / f"s{k}.png")
+        PIL.fromarray(np.where(np.arange(30).reshape(5, 6) % 3, 255, 0).astype(np.uint8)).save(root / "masks" / "0" / f"s{k}.png")
+    (root / "val.txt").write_text("s0\ns1\n")
+    return create("ubench", root, name="busi"), root / "masks" / "0" / "s0.png"
+
+
 def _skm_tea(root: Path):
     pytest.importorskip("h5py")
     from tests.datasets.test_mri_recon import make_skm_tea
@@ -135,6 +146,7 @@ def _skm_tea(root: Path):
 LAYOUTS: dict[str, Callable[[Path], tuple[object, Path]]] = {
     "skm_tea": _skm_tea,
     "seg2d_folder": _seg2d,
+    "ubench": _ubench,
     "csv": _csv,
     "nih_cxr14": _nih,
     "image_folder": _image_folder,
@@ -163,7 +175,7 @@ EXCUSED = {
 SAME_READERS = {
     "chexpert": "csv", "mimic_cxr": "csv", "rsna_pneumonia": "csv", "siim_pneumothorax": "csv",
     "vindr_cxr": "csv", "mhist": "image_folder", "kits23": "nifti_pairs",
-    "totalsegmentator": "nifti_pairs", "abdomenatlas": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
+    "totalsegmentator": "nifti_pairs", "abdomenatlas": "nifti_pairs", "touchstone": "nifti_pairs", "verse": "nifti_pairs", "cholec80": "video (test_video)",
     "pitvis": "video (test_video)", "video_frames": "video (test_video)",
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",

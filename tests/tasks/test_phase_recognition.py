@@ -12,6 +12,11 @@ import pytest
 
 from medimg_bench.datasets.video.cholec80 import CHOLEC80_PHASES
 from medimg_bench.metrics.phase_challenges import cholec80_matlab_eval, pitvis_eval
+from tests.datasets._video_layouts import (
+    write_cholec80_annotations,
+    write_pitvis_annotations,
+    write_pitvis_map_steps,
+)
 from tests.metrics._phase_corpus import cholec80_corpus, pitvis_corpus
 
 
@@ -25,15 +30,10 @@ def _png(path: Path, value: int) -> None:
 def _cholec80(root: Path, videos: list[tuple[np.ndarray, np.ndarray]], *, frames: bool = False) -> None:
     """``phase_annotations/videoNN-phase.txt`` at 25 fps (one label per second of ``gt``), tool
     annotations every 25th frame, and optionally the 1-fps frames as PNGs."""
-    (root / "phase_annotations").mkdir(parents=True)
-    (root / "tool_annotations").mkdir()
     for n, (gt, _) in zip(range(41, 81), videos):
         per_frame = np.repeat(gt, 25)
-        lines = ["Frame\tPhase"] + [f"{i}\t{CHOLEC80_PHASES[p]}" for i, p in enumerate(per_frame)]
-        (root / "phase_annotations" / f"video{n}-phase.txt").write_text("\n".join(lines) + "\n")
-        tools = ["Frame\tGrasper\tBipolar\tHook\tScissors\tClipper\tIrrigator\tSpecimenBag"]
-        tools += [f"{i}\t1\t0\t1\t0\t0\t0\t0" for i in range(0, per_frame.size, 25)]
-        (root / "tool_annotations" / f"video{n}-tool.txt").write_text("\n".join(tools) + "\n")
+        write_cholec80_annotations(root, n, [CHOLEC80_PHASES[p] for p in per_frame],
+                                   {i: (1, 0, 1, 0, 0, 0, 0) for i in range(0, per_frame.size, 25)})
         if frames:
             for s, p in enumerate(gt):
                 _png(root / "frames" / f"video{n}" / f"{s * 25:06d}.png", 30 * int(p))
@@ -85,14 +85,10 @@ def test_cholec80_predictions_on_disk_equal_main_m(tmp_path):
 def test_pitvis_layout_by_time_with_scores(tmp_path):
     videos = pitvis_corpus(4, seed=5)
     root = tmp_path / "pitvis"
-    root.mkdir()
-    pd.DataFrame({"int_step": [-1, *range(1, 15)], "str_step": ["background", *[f"s{i}" for i in range(1, 15)]]}
-                 ).to_csv(root / "map_steps.csv", index=False)
+    write_pitvis_map_steps(root, [(-1, "background"), *((i, f"s{i}") for i in range(1, 15))])
     rows = []
     for n, (gt, pred) in enumerate(videos, start=1):
-        steps = np.where(gt == 0, -1, gt)
-        pd.DataFrame({"int_video": n, "int_time": np.arange(gt.size), "int_step": steps,
-                      "int_instrument1": 0, "int_instrument2": -1}).to_csv(root / f"annotations_{n:02d}.csv", index=False)
+        write_pitvis_annotations(root, n, [(t, -1 if s == 0 else int(s), 0, -1) for t, s in enumerate(gt)])
         scores = np.eye(15)[pred] * 0.9 + 0.1 / 15
         for t, s in enumerate(scores):
             rows.append({"video": f"video_{n:02d}", "time": float(t), **{f"c{k}": s[k] for k in range(15)}})

@@ -10,43 +10,11 @@ import pytest
 
 import medimg_bench as mb
 from medimg_bench.metrics.text.judge import judge_prompt, parse_judge_reply
-from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.tasks.vqa import VQATask
+from tests.tasks._judges import DownJudge, Fixed, ScriptedJudge
 from tests.tasks.test_vqa import Scripted, _vqa_rad
 
 OPTS = ["pleural effusion", "pneumothorax", "cardiomegaly"]
-
-
-class ScriptedJudge(GenerativeAdapter):
-    """Replies ``reply(prompt)``; counts the requests that reach it (cache misses)."""
-
-    backend = "scripted_judge"
-
-    def __init__(self, reply, tag="j1"):
-        super().__init__(name="judge")
-        self.reply, self.tag, self.calls, self.prompts = reply, tag, 0, []
-
-    def identity(self):
-        return {"judge": self.tag}
-
-    def _generate(self, requests):
-        self.calls += len(requests)
-        self.prompts += [r.user for r in requests]
-        return [GenerationResponse(text=self.reply(r.user), prompt=r.user) for r in requests]
-
-
-class Fixed(GenerativeAdapter):
-    backend = "fixed"
-
-    def __init__(self, text):
-        super().__init__()
-        self.text = text
-
-    def identity(self):
-        return {"text": self.text}
-
-    def _generate(self, requests):
-        return [GenerationResponse(text=self.text, prompt=r.user) for r in requests]
 
 
 def _mcq_batch(answer="B"):
@@ -74,7 +42,7 @@ def test_judge_fixes_an_unparsed_answer_and_garbage_stays_unparsed():
     batch = _mcq_batch()
     for reply, correct, unparsed, by in (("B", 1.0, 0.0, "judge"), ("no idea, sorry", 0.0, 1.0, None),
                                          ("Z", 0.0, 1.0, None), ("E", 0.0, 1.0, None)):
-        judge = ScriptedJudge(lambda _p, r=reply: r)
+        judge = ScriptedJudge(lambda _p, _n, r=reply: r)
         task = VQATask(judge=judge)
         out = task.predict(Fixed("I would go with the second one"), batch)
         scored, _ = task.metric_inputs(batch, out)
@@ -85,7 +53,7 @@ def test_judge_fixes_an_unparsed_answer_and_garbage_stays_unparsed():
 
 
 def test_judge_is_not_asked_when_the_cascade_parses():
-    judge = ScriptedJudge(lambda _p: "A")
+    judge = ScriptedJudge(lambda _p, _n: "A")
     task = VQATask(judge=judge)
     batch = _mcq_batch()
     out = task.predict(Fixed("B. pneumothorax"), batch)
@@ -94,7 +62,7 @@ def test_judge_is_not_asked_when_the_cascade_parses():
 
 
 def test_judge_under_circular_eval_and_vlmevalkit():
-    def reply(prompt):  # the judge finds "pneumothorax" among the options shown to it (rotated)
+    def reply(prompt, _nth):  # the judge finds "pneumothorax" among the options shown to it (rotated)
         listed = prompt.rsplit("Options: ", 1)[1].split("\n")[0]
         return next((c for c in "ABC" if f"{c}. pneumothorax" in listed), "Z")
 
@@ -108,23 +76,19 @@ def test_judge_under_circular_eval_and_vlmevalkit():
 
 
 def test_a_failed_judge_request_fails_the_sample_and_harness_profiles_refuse_a_judge():
-    class Down(ScriptedJudge):
-        def _generate(self, requests):
-            return [GenerationResponse(error="HTTP 503 from judge") for _ in requests]
-
-    task = VQATask(judge=Down(lambda _p: ""))
+    task = VQATask(judge=DownJudge())
     batch = _mcq_batch()
     with pytest.raises(RuntimeError, match="judge"):
         task.metric_inputs(batch, task.predict(Fixed("the second one"), batch))
     with pytest.raises(ValueError, match="no judge"):
-        VQATask(scoring="llava_med", judge=ScriptedJudge(lambda _p: "A"))
+        VQATask(scoring="llava_med", judge=ScriptedJudge(lambda _p, _n: "A"))
     assert VQATask(scoring={"name": "medimg_bench", "judge": {"model": None}}).judge is None
 
 
 def test_closed_question_judged_and_cached_rerun_makes_zero_judge_calls(tmp_path):
     ds = mb.create_dataset("vqa_rad", root=_vqa_rad(tmp_path / "rad"))
     answers = {"1": "Yes, there is.", "2": "The left lung", "3": "There is not a nodule", "4": "1"}
-    judge = ScriptedJudge(lambda _p: "B")  # B = "no" for a closed question
+    judge = ScriptedJudge(lambda _p, _n: "B")  # B = "no" for a closed question
     judge.attach_cache(cache_path=tmp_path / "responses.sqlite")
     res = mb.evaluate(Scripted(answers), ds, task=VQATask(judge=judge), batch_size=4, progress=False,
                       n_resamples=20)
@@ -136,7 +100,7 @@ def test_closed_question_judged_and_cached_rerun_makes_zero_judge_calls(tmp_path
     assert rows.loc["3", "parsed_by"] == "judge" and rows.loc["3", "judge_response"] == "B"
     assert rows.loc["1", "parsed_by"] == "cascade"
 
-    again = ScriptedJudge(lambda _p: "B")  # same identity, fresh counter, same cache file
+    again = ScriptedJudge(lambda _p, _n: "B")  # same identity, fresh counter, same cache file
     again.attach_cache(cache_path=tmp_path / "responses.sqlite")
     res2 = mb.evaluate(Scripted(answers), ds, task=VQATask(judge=again), batch_size=4, progress=False,
                        n_resamples=20)

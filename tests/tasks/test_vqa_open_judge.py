@@ -19,6 +19,7 @@ import medimg_bench as mb
 from medimg_bench.datasets.vqa.base import VQADataset
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.tasks.vqa import VQATask
+from tests.tasks._judges import DownJudge, Fixed, ScriptedJudge
 
 REFS = ["left lung", "right kidney", "frontal lobe", "pleural effusion", "no fracture", "liver"]
 ANSWERS = ["the left lung", "left kidney", "frontal lobe", "effusion in the pleura", "a fracture", "liver"]
@@ -46,30 +47,6 @@ class Answers(GenerativeAdapter):
 
     def _generate(self, requests):
         return [GenerationResponse(text=ANSWERS[int(r.sample_id[1:])], prompt=r.user) for r in requests]
-
-
-class ScriptedJudge(GenerativeAdapter):
-    """Replies ``reply(user, nth)`` where nth counts earlier requests with the same prompt."""
-
-    backend = "scripted_open_judge"
-
-    def __init__(self, reply, tag="j1", temperature=0.0):
-        super().__init__(name="judge")
-        self.reply, self.tag, self.calls, self.requests, self.seen = reply, tag, 0, [], {}
-        self.settings = self.settings.__class__(temperature=temperature)
-
-    def identity(self):
-        return {"judge": self.tag}
-
-    def _generate(self, requests):
-        self.calls += len(requests)
-        out = []
-        for r in requests:
-            self.requests.append(r)
-            nth = self.seen.get(r.user, 0)
-            self.seen[r.user] = nth + 1
-            out.append(GenerationResponse(text=self.reply(r.user, nth), prompt=r.user))
-        return out
 
 
 def _verdict(user, nth):
@@ -120,34 +97,15 @@ def test_open_answers_graded_with_repeats_and_agreement(tmp_path):
 
 
 def test_judge_failure_fails_the_question_and_closed_questions_are_not_graded(tmp_path):
-    class Down(ScriptedJudge):
-        def _generate(self, requests):
-            self.calls += len(requests)
-            return [GenerationResponse(error="HTTP 503 from judge") for _ in requests]
-
-    down = Down(_verdict)
+    down = DownJudge()
     task = VQATask(judge={"model": down, "rubric": "correctness"})
     batch = {"id": ["a", "b"], "question": ["Where?", "Is it?"], "options": [None, None],
              "answer": ["left lung", "yes"], "answer_type": ["open", "closed"],
              "image": [np.zeros((4, 4), np.uint8)] * 2, "meta": [{}, {}]}
-    out = task.predict(_Fixed("yes"), batch)  # the closed answer parses: no letter judge either
+    out = task.predict(Fixed("yes"), batch)  # the closed answer parses: no letter judge either
     assert down.calls == 1  # only the open question is sent to the judge
     with pytest.raises(RuntimeError, match="open-answer judge's request failed"):
         task.metric_inputs(batch, out)
-
-
-class _Fixed(GenerativeAdapter):
-    backend = "fixed"
-
-    def __init__(self, text):
-        super().__init__()
-        self.text = text
-
-    def identity(self):
-        return {"text": self.text}
-
-    def _generate(self, requests):
-        return [GenerationResponse(text=self.text, prompt=r.user) for r in requests]
 
 
 @pytest.fixture()

@@ -15,9 +15,12 @@ the text, e.g. "(a) Yes (b) No"), ``answer`` the reference option text, ``answer
 (``subgroups=[diagnostic_task]``); ``patient_id`` is the dicom id. ``tasks=[...]`` keeps some of
 the 12 diagnostic tasks.
 
-Not built: the later stages of a case (criteria, body-part grounding, measurement, final
-decision; path 2's guidance), which the harness asks in one conversation, each depending on the
-judged answer to the previous one — a multi-turn protocol our VQA task does not run.
+``stages=True`` adds each case's later stages (criteria, custom criteria, body-part grounding,
+measurement, final decision; path 2's guidance) as the harness reads them
+(:mod:`~medimg_bench.datasets.vqa.cxreasonbench_stages`): ``meta["stages"]`` and the images they
+show, ``meta["stage_images"]``, from ``segmask_root`` (default ``ROOT/segmask_bodypart``) and
+``pnt_root`` (default ``ROOT/pnt_on_cxr``). ``task=cxreasonbench_reasoning`` runs them as one
+conversation per case (docs/vlm.md).
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.datasets.vqa.base import VQADataset, _finish
+from medimg_bench.datasets.vqa.cxreasonbench_stages import (
+    CXReasonBenchDataset,
+    read_stages,
+    stage_images_needed,
+)
 from medimg_bench.datasets.vqa.readers import _RowErrors, _text
 from medimg_bench.registry import register_dataset
 
@@ -41,7 +49,8 @@ def _read_json(path: Path) -> Any:
         raise ValueError(f"cxreasonbench: cannot read {str(path)!r}: {exc}") from exc
 
 
-def _case(root: Path, task: str, dicom: str, errors: _RowErrors) -> dict[str, Any] | None:
+def _case(root: Path, task: str, dicom: str, errors: _RowErrors, stages: tuple[Path, Path] | None = None
+          ) -> dict[str, Any] | None:
     path = root / "qa" / task / "path1" / "init" / "basic" / f"{dicom}.json"
     label = f"{task}/{dicom}"
     if not path.is_file():
@@ -55,9 +64,19 @@ def _case(root: Path, task: str, dicom: str, errors: _RowErrors) -> dict[str, An
     if not question or answer is None or not images:
         errors(path, label, "missing question, answer or img_path")
         return None
-    return {"id": f"{task}/{dicom}", "patient_id": str(dicom), "image_path": [str(p) for p in images],
-            "question": question, "options": None, "answer": answer, "answer_type": "open",
-            "diagnostic_task": task, "stage": "init", "qa_file": str(path.relative_to(root))}
+    record = {"id": f"{task}/{dicom}", "patient_id": str(dicom), "image_path": [str(p) for p in images],
+              "question": question, "options": None, "answer": answer, "answer_type": "open",
+              "diagnostic_task": task, "stage": "init", "qa_file": str(path.relative_to(root))}
+    if stages is None:
+        return record
+    later = read_stages(root, task, dicom, errors)
+    if later is None:
+        return None
+    later = {"path1/init": {"file": record["qa_file"], "content": item}, **later}
+    bases = {"segmask": stages[0], "pnt": stages[1]}
+    record["stages"] = json.dumps(later, sort_keys=True)
+    record["stage_image_paths"] = [str((bases[k] / e.lstrip("/")).resolve()) for k, e in stage_images_needed(later)]
+    return record
 
 
 @register_dataset("cxreasonbench", tags=("vqa", "open", "multi_image", "cxr", "reasoning"))
@@ -67,12 +86,16 @@ def cxreasonbench(
     *,
     mimic_root: str | Path | None = None,
     tasks: Sequence[str] | None = None,
+    stages: bool = False,
+    segmask_root: str | Path | None = None,
+    pnt_root: str | Path | None = None,
     on_error: str = "raise",
     transform: Callable[[dict], dict] | None = None,
 ) -> VQADataset:
     """CXReasonBench's initial questions (module docstring); images from ``mimic_root`` (the
     MIMIC-CXR-JPG ``files`` folder; default ``root``). ``split`` is ``test`` (the benchmark has
-    no other). Returns a multi-image :class:`VQADataset`."""
+    no other). ``stages=True``: each case also carries its later stages and their images
+    (``segmask_root``, ``pnt_root``). Returns a multi-image :class:`VQADataset`."""
     root = Path(root)
     if split != "test":
         raise ValueError(f"cxreasonbench: the benchmark has only split 'test', got {split!r}")
@@ -88,9 +111,15 @@ def cxreasonbench(
         if unknown:
             raise ValueError(f"cxreasonbench: unknown task(s) {unknown}; in {index.name}: {sorted(by_task)}")
     errors = _RowErrors("cxreasonbench", on_error)
+    bases = ((Path(segmask_root) if segmask_root is not None else root / "segmask_bodypart"),
+             (Path(pnt_root) if pnt_root is not None else root / "pnt_on_cxr")) if stages else None
     records = [r for task in by_task if tasks is None or task in tasks
-               for dicom in by_task[task] if (r := _case(root, task, str(dicom), errors))]
+               for dicom in by_task[task] if (r := _case(root, task, str(dicom), errors, bases))]
     frame = _finish(records, errors, "cxreasonbench", root / "qa")
     images_root = Path(mimic_root) if mimic_root is not None else root
+    if bases is not None:
+        return CXReasonBenchDataset(frame, segmask_root=bases[0], pnt_root=bases[1], root=images_root,
+                                    multi_image=True, meta_columns=("diagnostic_task", "stage"),
+                                    transform=transform, name="cxreasonbench")
     return VQADataset(frame, root=images_root, multi_image=True, meta_columns=("diagnostic_task", "stage"),
                       transform=transform, name="cxreasonbench")

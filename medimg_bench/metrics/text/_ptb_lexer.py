@@ -400,15 +400,20 @@ def next_token(text: str, pos: int, endpos: int | None = None) -> tuple[str | No
     return tok, pos + max(used, 1)
 
 
-def lex_uncached(text: str) -> list[str]:
-    """Every token of ``text`` (line breaks as :data:`NL`), rule by rule at every position."""
+def _scan(text: str, pos: int, stop: int, endpos: int) -> tuple[list[str], int]:
+    """The tokens from ``pos`` until the scan reaches or passes ``stop`` (rules read up to
+    ``endpos``), and the position after the last one."""
     out: list[str] = []
-    pos, n = 0, len(text)
-    while pos < n:
-        tok, pos = next_token(text, pos)
+    while pos < stop:
+        tok, pos = next_token(text, pos, endpos)
         if tok is not None:
             out.append(tok)
-    return out
+    return out, pos
+
+
+def lex_uncached(text: str) -> list[str]:
+    """Every token of ``text`` (line breaks as :data:`NL`), rule by rule at every position."""
+    return _scan(text, 0, len(text), len(text))[0]
 
 
 # ---- the fast path ---------------------------------------------------------------------------
@@ -475,10 +480,8 @@ def lex(text: str) -> list[str]:
                 append(NL)
                 pos = cur
                 continue
-            while pos < cur:
-                tok, pos = next_token(text, pos, min(n, cur + _CONTEXT) if i % 2 == 0 else n)
-                if tok is not None:
-                    append(tok)
+            toks, pos = _scan(text, pos, cur, min(n, cur + _CONTEXT) if i % 2 == 0 else n)
+            out.extend(toks)
             continue
         if part.isalpha() and part.isascii():
             if len(part) in (5, 6) and part.lower() in _ASSIMILATIONS:
@@ -495,13 +498,7 @@ def lex(text: str) -> list[str]:
         key = (part, context)
         hit = None if sgml else cache.get(key)
         if hit is None:
-            toks: list[str] = []
-            p = pos
-            bound = n if sgml else min(n, limit + _CONTEXT)
-            while p < cur:
-                tok, p = next_token(text, p, bound)
-                if tok is not None:
-                    toks.append(tok)
+            toks, p = _scan(text, pos, cur, n if sgml else min(n, limit + _CONTEXT))
             hit = (tuple(toks), p - pos)
             if not sgml and len(cache) < 500_000:
                 cache[key] = hit

@@ -1,7 +1,9 @@
 """BERTScore (Zhang et al., ICLR 2020) from a local model: greedy cosine matching of contextual
 token embeddings, precision / recall / F1 per pair. Equal to the ``bert-score`` package with
 ``idf=False`` and no baseline rescaling for the same model and layer (tested on a tiny random
-BERT): special tokens carry zero weight, an empty candidate scores 0.
+BERT): special tokens carry zero weight, an empty candidate scores 0. Byte-level BPE tokenizers
+(RoBERTa, GPT-2 families) get a space before each non-empty text, as bert-score encodes them
+(``add_prefix_space=True`` in its ``sent_encode``).
 
 ``model_path`` is a local folder (``save_pretrained`` layout) or a hub id (``roberta-large``,
 ``org/name``), downloaded through ``huggingface_hub`` into its cache unless already there
@@ -11,12 +13,26 @@ name the option.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 __all__ = ["bertscore"]
+
+# tokenizer classes bert-score encodes with add_prefix_space=True (GPT2Tokenizer and its subclasses)
+_PREFIX_SPACE_FAMILIES = ("GPT2Tokenizer", "RobertaTokenizer", "BartTokenizer", "LongformerTokenizer")
+
+
+@functools.lru_cache(maxsize=2)
+def _load(path: str, device: str) -> tuple[Any, Any]:
+    # kept across calls: a run scores batch after batch with the same model
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return tok, AutoModel.from_pretrained(path, local_files_only=True).to(device).eval()
 
 
 def bertscore(
@@ -29,9 +45,11 @@ def bertscore(
     device: str = "cpu",
     revision: str | None = None,
     offline: bool = False,
+    add_prefix_space: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-pair ``precision``, ``recall`` and ``f1`` arrays (N,) using the hidden states after
-    ``num_layers`` layers (default: the last layer) of the model in ``model_path``."""
+    ``num_layers`` layers (default: the last layer) of the model in ``model_path``.
+    ``add_prefix_space=None``: on for RoBERTa / GPT-2 style tokenizers (bert-score's rule)."""
     if model_path is None:
         raise ValueError("bertscore needs a model: set model_path (option `model_path`) to a folder "
                          "with a transformers model and tokenizer or a hub id (e.g. roberta-large)")
@@ -46,21 +64,23 @@ def bertscore(
     if len(generated) != len(references):
         raise ValueError(f"{len(generated)} generated reports but {len(references)} references")
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModel.from_pretrained(str(path), local_files_only=True).to(device).eval()
+    tok, model = _load(str(path.resolve()), device)
     n_layers = model.config.num_hidden_layers
     layer = n_layers if num_layers is None else int(num_layers)
     if not 0 <= layer <= n_layers:
         raise ValueError(f"bertscore: num_layers must be in 0..{n_layers}, got {layer}")
     special = set(tok.all_special_ids)
+    if add_prefix_space is None:
+        add_prefix_space = any(c.__name__.startswith(_PREFIX_SPACE_FAMILIES) for c in type(tok).__mro__)
     max_len = min(getattr(tok, "model_max_length", 512) or 512, 512)
 
     def embed(texts: Sequence[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         out = []
         for start in range(0, len(texts), batch_size):
             chunk = [t.strip() for t in texts[start : start + batch_size]]
+            if add_prefix_space:  # never on an empty text: bert-score encodes it as specials only
+                chunk = [" " + t if t else t for t in chunk]
             enc = tok(chunk, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
             with torch.inference_mode():
                 hs = model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[layer]

@@ -17,25 +17,28 @@
   ``tools/dataset/*_tokenizer.py``, ``format_examples``, ``tools/metrics/coco.py``): the same
   steps with threshold 3 and length 60 for both datasets; its README prints BLEU and METEOR after
   float32 logging. R2Gen's ``compute_scores`` prints no CIDEr; we compute it on the same texts.
-* ``rexrank`` — CXR-Report-Metric's per-report BLEU-2 (rajpurkarlab/CXR-Report-Metric at
-  9c9ecad39be6cb2be8e75be1d1c50ef8888a3e40, ``CXRMetric/run_eval.py``: ``prep_reports`` — lower
-  case, ``.`` -> `` .``, split on single spaces, empty strings dropped — then fast_bleu's
-  ``BLEU([gt], {"bigram": (1/2, 1/2)})``), averaged over reports as ReXrank prints it.
+* ``rexrank`` — CXR-Report-Metric's per-report scores (rajpurkarlab/CXR-Report-Metric at
+  9c9ecad39be6cb2be8e75be1d1c50ef8888a3e40, ``CXRMetric/run_eval.py``), averaged over reports as
+  ReXrank prints them: BLEU-2 ``bleu_score`` always; ``bertscore``, ``semb_score``,
+  ``radgraph_combined`` and ``RadCliQ-v0`` / ``RadCliQ-v1`` when the options name their models
+  (:mod:`medimg_bench.metrics.text.rexrank`).
 
 Every function returns corpus figures under the names the pipeline's own code prints
 (pycocoevalcap: ``BLEU_1``..``BLEU_4``, ``METEOR``, ``ROUGE_L``, ``CIDEr``; CXR-Report-Metric:
-``bleu_score``) and per-report values.
+``bleu_score``, ``bertscore``, ``semb_score``, ``radgraph_combined``, ``RadCliQ-v0``,
+``RadCliQ-v1``) and per-report values.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from medimg_bench.metrics.text.rexrank import prep_reports_rexrank, rexrank_bleu2, rexrank_scores
 
 __all__ = [
     "SCORING_PIPELINES",
@@ -53,6 +56,7 @@ COCO_NAMES = ("BLEU_1", "BLEU_2", "BLEU_3", "BLEU_4", "METEOR", "ROUGE_L", "CIDE
 _R2GEN_DEFAULTS = {("r2gen", "iu_xray"): (3, 60), ("r2gen", "mimic_cxr"): (10, 100),
                    ("cvt2distilgpt2", "iu_xray"): (3, 60), ("cvt2distilgpt2", "mimic_cxr"): (3, 60)}
 _SPACES = re.compile(" +")
+_MEAN_OF_REPORTS = ("bleu_score", "bertscore", "semb_score", "radgraph_combined", "RadCliQ-v0", "RadCliQ-v1")
 
 
 @dataclass
@@ -151,39 +155,6 @@ def coco_scores(
     return corpus, per
 
 
-def prep_reports_rexrank(report: str) -> list[str]:
-    """CXR-Report-Metric's ``prep_reports`` for one report: lower case, ``.`` -> `` .``, split on
-    single spaces, empty strings dropped."""
-    return [t for t in str(report).lower().replace(".", " .").split(" ") if t != ""]
-
-
-def _bleu2(hyp: list[str], ref: list[str]) -> float:
-    """BLEU-2 of one hypothesis and one reference as fast_bleu 0.0.90 computes it (NLTK's
-    ``sentence_bleu`` with weights (1/2, 1/2) and smoothing method 1, epsilon 0.1)."""
-    if not hyp:
-        return 0.0
-    log_sum = 0.0
-    for n in (1, 2):
-        h = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
-        r = Counter(tuple(ref[i : i + n]) for i in range(len(ref) - n + 1))
-        num = sum(min(c, r[g]) for g, c in h.items())
-        den = max(1, sum(h.values()))
-        if n == 1 and num == 0:
-            return 0.0
-        log_sum += 0.5 * math.log((num if num else 0.1) / den)
-    c, rl = len(hyp), len(ref)
-    bp = 1.0 if c > rl else math.exp(1 - rl / c)
-    return bp * math.exp(log_sum)
-
-
-def rexrank_bleu2(generated: Sequence[str], references: Sequence[str]) -> np.ndarray:
-    """Per-report BLEU-2 (``bleu_score``) as CXR-Report-Metric computes it (one reference)."""
-    if len(generated) != len(references):
-        raise ValueError(f"{len(generated)} generated reports but {len(references)} references")
-    return np.array([_bleu2(prep_reports_rexrank(g), prep_reports_rexrank(r))
-                     for g, r in zip(generated, references)], dtype=float)
-
-
 def score_reports(
     generated: Sequence[str],
     references: Sequence[str],
@@ -195,10 +166,12 @@ def score_reports(
     threshold: int | None = None,
     max_seq_length: int | None = None,
     meteor: bool | None = None,
+    **rexrank_options: object,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Corpus figures and per-report values of the named pipeline (see the module docstring).
     ``train_reports``, ``dataset``, ``variant``, ``threshold`` and ``max_seq_length`` are the
-    ``r2gen`` pipeline's; ``meteor`` as in :func:`coco_scores`."""
+    ``r2gen`` pipeline's; ``meteor`` as in :func:`coco_scores`; further keywords are the
+    ``rexrank`` pipeline's model options (:data:`~.rexrank.REXRANK_OPTIONS`)."""
     generated, references = list(generated), list(references)
     if len(generated) != len(references):
         raise ValueError(f"{len(generated)} generated reports but {len(references)} references")
@@ -211,8 +184,10 @@ def score_reports(
                                  variant=variant, threshold=threshold, max_seq_length=max_seq_length)
         return coco_scores(gens, refs, meteor=meteor)
     if scoring == "rexrank":
-        per = rexrank_bleu2(generated, references)
-        return {"bleu_score": float(per.mean()) if len(per) else float("nan")}, {"bleu_score": per}
+        per, _ = rexrank_scores(generated, references, **rexrank_options)
+        return {k: float(v.mean()) if len(v) else float("nan") for k, v in per.items()}, per
+    if rexrank_options:
+        raise ValueError(f"scoring {scoring!r}: unknown option(s) {sorted(rexrank_options)}")
     raise ValueError(f"unknown scoring {scoring!r}; known: {', '.join(SCORING_PIPELINES)}")
 
 
@@ -251,15 +226,23 @@ def corpus_figures(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    per_report: dict[str, Sequence[float]] | None = None,
     **options: object,
 ) -> dict[str, dict[str, float | None]]:
     """The pipeline's printed figures ``{name: {value, ci_low, ci_high}}`` with a percentile
     bootstrap over ``groups`` (studies or patients; each report its own group by default).
-    BLEU is recomputed from resampled n-gram sums (exact); ROUGE-L and ``bleu_score`` are means
-    of per-report values (as printed); CIDEr resamples per-report values with the document
-    frequencies of the whole test set held fixed; METEOR (the jar's aggregate) has no interval."""
+    BLEU is recomputed from resampled n-gram sums (exact); ROUGE-L and the ``rexrank`` scores are
+    means of per-report values (as printed); CIDEr resamples per-report values with the document
+    frequencies of the whole test set held fixed; METEOR (the jar's aggregate) has no interval.
+    ``per_report``: per-report values already computed (e.g. the sample table's model-based
+    ``rexrank`` columns), averaged the same way."""
     generated, references = list(generated), list(references)
     corpus, per = score_reports(generated, references, scoring=scoring, **options)  # type: ignore[arg-type]
+    for name, values in (per_report or {}).items():
+        per[name] = np.asarray(values, dtype=float)
+        if len(per[name]) != len(generated):
+            raise ValueError(f"corpus_figures: {name} has {len(per[name])} values for {len(generated)} reports")
+        corpus[name] = float(per[name].mean()) if len(generated) else float("nan")
     groups = list(range(len(generated))) if groups is None else list(groups)
     _, inverse = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
     rng = np.random.default_rng(seed)
@@ -281,7 +264,7 @@ def corpus_figures(
     for name, value in corpus.items():
         entry = out.setdefault(name, {"ci_low": None, "ci_high": None})
         entry["value"] = float(value)
-        if name in ("ROUGE_L", "CIDEr", "bleu_score") and weights is not None:
+        if (name in ("ROUGE_L", "CIDEr") or name in _MEAN_OF_REPORTS) and weights is not None:
             means = (weights @ per[name]) / weights.sum(axis=1)
             entry["ci_low"], entry["ci_high"] = interval(means)
     return {k: {"value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]} for k, v in out.items()}

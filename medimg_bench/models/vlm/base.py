@@ -19,6 +19,7 @@ from typing import Any
 
 from medimg_bench.models.vlm.requests import (  # noqa: F401  (re-exported)
     IMAGE_TOKEN,
+    ChatTurn,
     GenerationFailed,
     GenerationRequest,
     GenerationResponse,
@@ -32,7 +33,7 @@ from medimg_bench.models.vlm.requests import (  # noqa: F401  (re-exported)
     to_pil_rgb,
 )
 
-__all__ = ["IMAGE_TOKEN", "GenerationFailed", "GenerationSettings", "GenerationRequest", "GenerationResponse", "GenerativeAdapter", "image_digest", "to_pil_rgb", "settings_from_options", "none_if_null", "default_cache_path", "OnResponse", "served_key"]
+__all__ = ["IMAGE_TOKEN", "ChatTurn", "GenerationFailed", "GenerationSettings", "GenerationRequest", "GenerationResponse", "GenerativeAdapter", "image_digest", "to_pil_rgb", "settings_from_options", "none_if_null", "default_cache_path", "OnResponse", "served_key"]
 
 
 class GenerativeAdapter:

@@ -74,6 +74,8 @@ def request_key(fingerprint: dict[str, Any], request: GenerationRequest) -> str:
     }
     if request.key_extra:
         payload["extra"] = request.key_extra
+    if request.history:  # the earlier turns' images (their text is in the rendered prompt)
+        payload["history_images"] = [[image_digest(im) for im in t.images] for t in request.history]
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 

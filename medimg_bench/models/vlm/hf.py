@@ -78,12 +78,25 @@ def _torch_dtype(dtype: str) -> Any:
 def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], int]:
     """Chat messages in the transformers content-list format for ``request`` and the number of
     images they place. ``<image>`` in the user text marks where each image goes; images beyond
-    the placeholders go before the text. More placeholders than images is a ``ValueError``."""
-    parts = request.user.split(IMAGE_TOKEN)
+    the placeholders go before the text. More placeholders than images is a ``ValueError``.
+    The earlier turns of ``request.history`` come first (user, assistant), their images before
+    this turn's (:meth:`GenerationRequest.all_images` order)."""
+    sid = request.sample_id or "?"
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
+    for k, turn in enumerate(request.history or ()):
+        messages.append({"role": "user", "content": _content(turn.user, len(turn.images), f"{sid} (turn {k})")})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": turn.reply}]})
+    messages.append({"role": "user", "content": _content(request.user, len(request.images), sid)})
+    return messages, len(request.all_images())
+
+
+def _content(user: str, n_images: int, sid: str) -> list[dict[str, Any]]:
+    parts = user.split(IMAGE_TOKEN)
     n_placed = len(parts) - 1
-    n_images = len(request.images)
     if n_placed > n_images:
-        raise ValueError(f"sample {request.sample_id or '?'}: the prompt has {n_placed} "
+        raise ValueError(f"sample {sid}: the prompt has {n_placed} "
                          f"{IMAGE_TOKEN} placeholders but the request has {n_images} images")
     content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images - n_placed)]
     for i, text in enumerate(parts):
@@ -91,11 +104,7 @@ def build_messages(request: GenerationRequest) -> tuple[list[dict[str, Any]], in
             content.append({"type": "text", "text": text})
         if i < n_placed:
             content.append({"type": "image"})
-    messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
-    messages.append({"role": "user", "content": content})
-    return messages, n_images
+    return content
 
 
 @register_model("hf_vlm", tags=("generative", "vlm", "hf"))
@@ -240,7 +249,7 @@ class HFVLMAdapter(GenerativeAdapter):
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True,
                                                   tokenize=False)
         where = f"sample {request.sample_id or '?'}"
-        images = [to_pil_rgb(im, where=f"{where}, image {i}") for i, im in enumerate(request.images)]
+        images = [to_pil_rgb(im, where=f"{where}, image {i}") for i, im in enumerate(request.all_images())]
         return text, images
 
     def _inputs(self, texts: list[str], images: list[list[Any]]) -> Any:

@@ -160,15 +160,32 @@ def encode_image_data_url(image: Any, *, where: str = "") -> str:
 
 
 def _user_content(request: GenerationRequest) -> list[dict[str, Any]]:
-    parts = request.user.split(IMAGE_TOKEN)
-    n_placed = len(parts) - 1
-    n = len(request.images)
+    return _content(request.user, request.images, request.sample_id or "?")
+
+
+def chat_messages(request: GenerationRequest) -> list[dict[str, Any]]:
+    """OpenAI-style chat messages of ``request``: system, the earlier turns of its ``history``
+    (user content, assistant reply), then the user turn."""
     sid = request.sample_id or "?"
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for k, turn in enumerate(request.history or ()):
+        messages.append({"role": "user", "content": _content(turn.user, turn.images, f"{sid} (turn {k})")})
+        messages.append({"role": "assistant", "content": turn.reply})
+    messages.append({"role": "user", "content": _user_content(request)})
+    return messages
+
+
+def _content(user: str, images: Any, sid: str) -> list[dict[str, Any]]:
+    parts = user.split(IMAGE_TOKEN)
+    n_placed = len(parts) - 1
+    n = len(images)
     if n_placed > n:
         raise ValueError(f"sample {sid}: the prompt has {n_placed} {IMAGE_TOKEN} placeholders "
                          f"but the request has {n} images")
     urls = [encode_image_data_url(im, where=f"sample {sid}, image {i}")
-            for i, im in enumerate(request.images)]
+            for i, im in enumerate(images)]
     content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": u}}
                                      for u in urls[:n - n_placed]]
     placed = urls[n - n_placed:]
@@ -403,11 +420,7 @@ class OpenAIVLMAdapter(GenerativeAdapter):
     # -- one request ------------------------------------------------------------------------------
     def _payload(self, request: GenerationRequest) -> dict[str, Any]:
         s = request.settings
-        messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": _user_content(request)})
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
+        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request),
                                 self.max_tokens_field: s.max_new_tokens,
                                 "temperature": s.temperature, "top_p": s.top_p}
         if s.seed is not None:
@@ -456,7 +469,7 @@ class OpenAIVLMAdapter(GenerativeAdapter):
                 f"sample {sid}: openai_vlm cannot score option likelihoods (the API returns no "
                 "prompt log-probabilities); use hf_vlm or free generation"))
         try:  # PNG encoding of large pictures goes to a thread (zlib releases the GIL)
-            big = sum(_pixels(im) for im in request.images) > _INLINE_PIXELS
+            big = sum(_pixels(im) for im in request.all_images()) > _INLINE_PIXELS
             body = await asyncio.to_thread(self._payload, request) if big else self._payload(request)
         except Exception as exc:  # unreadable image, bad placeholder count
             return GenerationResponse(prompt=prompt, error=str(exc))

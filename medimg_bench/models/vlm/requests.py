@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OnResponse", "IMAGE_TOKEN", "GenerationFailed", "served_key", "GenerationSettings", "GenerationRequest", "GenerationResponse", "to_pil_rgb", "none_if_null", "settings_from_options", "default_cache_path", "image_digest"]
+__all__ = ["OnResponse", "IMAGE_TOKEN", "ChatTurn", "GenerationFailed", "served_key", "GenerationSettings", "GenerationRequest", "GenerationResponse", "to_pil_rgb", "none_if_null", "settings_from_options", "default_cache_path", "image_digest"]
 
 OnResponse = Callable[[int, "GenerationResponse"], None]
 
@@ -36,6 +36,16 @@ class GenerationSettings:
 
 
 @dataclass
+class ChatTurn:
+    """One earlier exchange of a conversation: the user's text and images and the model's reply
+    (as the conversation keeps it)."""
+
+    user: str
+    reply: str
+    images: list[Any] = field(default_factory=list)
+
+
+@dataclass
 class GenerationRequest:
     """One call of a generative model: images + chat prompt + settings.
 
@@ -46,6 +56,11 @@ class GenerationRequest:
     sampled into ``images`` (``{"volume_sampling": {...}}``), which repeat of a judgment this is
     (``{"judge_repeat": 2}``) — and joins the response-cache key, so a change of it never reuses
     an answer. JSON-serialisable values only.
+
+    ``history``, when given, makes it the next turn of a conversation: the earlier turns
+    (:class:`ChatTurn`) are sent first, each as a user message and the assistant's reply, then
+    ``user`` / ``images``. Their text is part of :meth:`rendered_prompt` and their images' digests
+    of the cache key; a request without history keeps its old key.
     """
 
     images: list[Any]
@@ -55,11 +70,20 @@ class GenerationRequest:
     sample_id: str = ""
     options: list[str] | None = None
     key_extra: dict[str, Any] | None = None
+    history: list[ChatTurn] | None = None
 
     def rendered_prompt(self) -> str:
-        """The prompt as text (system and user), as stored with the response and in cache keys."""
-        return json.dumps({"system": self.system, "user": self.user, "options": self.options},
-                          sort_keys=True, ensure_ascii=False)
+        """The prompt as text (system, earlier turns, user), as stored with the response and in
+        cache keys."""
+        shown: dict[str, Any] = {"system": self.system, "user": self.user, "options": self.options}
+        if self.history:
+            shown["history"] = [{"user": t.user, "reply": t.reply, "n_images": len(t.images)}
+                                for t in self.history]
+        return json.dumps(shown, sort_keys=True, ensure_ascii=False)
+
+    def all_images(self) -> list[Any]:
+        """Every image the conversation sends, in order: the earlier turns' then this turn's."""
+        return [im for t in self.history or () for im in t.images] + list(self.images)
 
 
 @dataclass

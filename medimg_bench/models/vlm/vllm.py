@@ -111,7 +111,7 @@ class VLLMAdapter(GenerativeAdapter):
                                          top_p=s.top_p, seed=s.seed)
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
-        from medimg_bench.models.vlm.openai import _user_content
+        from medimg_bench.models.vlm.openai import chat_messages
 
         requests = list(requests)
         out: list[GenerationResponse | None] = [None] * len(requests)
@@ -123,11 +123,7 @@ class VLLMAdapter(GenerativeAdapter):
                     "use hf_vlm"))
                 continue
             try:
-                msgs: list[dict[str, Any]] = []
-                if r.system:
-                    msgs.append({"role": "system", "content": r.system})
-                msgs.append({"role": "user", "content": _user_content(r)})
-                convs.append((i, msgs))
+                convs.append((i, chat_messages(r)))
             except Exception as exc:
                 out[i] = GenerationResponse(prompt=r.rendered_prompt(), error=str(exc))
         t0 = time.perf_counter()
