@@ -194,7 +194,7 @@ SAME_READERS = {
     "vqa_rad": "csv", "slake": "csv", "pathvqa": "csv", "pmc_vqa": "csv", "omnimedvqa": "csv",
     "gmai_mmbench": "csv", "medxpertqa_mm": "csv", "medframeqa": "csv", "iu_xray": "csv",
     "mimic_cxr_reports": "csv", "synthetic_vqa": "synthetic_cxr", "omnibrainbench": "csv",
-    "cxreasonbench": "csv", "rexgradient": "csv",
+    "cxreasonbench": "csv", "rexgradient": "csv", "spinebench": "csv",
     "fastmri": "skm_tea (the shared HDF5 k-space loader, datasets/mri_recon/base.py; test_mri_recon)",
     # datasets/seg2d layouts: the seg2d_folder loader and readers with other folder names
     "covid_semiseg": "seg2d_folder", "pranet_polyp": "seg2d_folder", "kvasir_seg": "seg2d_folder",

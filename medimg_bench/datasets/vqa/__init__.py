@@ -25,6 +25,7 @@ from medimg_bench.datasets.vqa.pathvqa import pathvqa
 from medimg_bench.datasets.vqa.pmc_vqa import pmc_vqa
 from medimg_bench.datasets.vqa.readers import decode_image
 from medimg_bench.datasets.vqa.slake import slake
+from medimg_bench.datasets.vqa.spinebench import spinebench
 from medimg_bench.datasets.vqa.synthetic_vqa import synthetic_vqa
 from medimg_bench.datasets.vqa.vqa_rad import vqa_rad
 
@@ -41,6 +42,7 @@ __all__ = [
     "pathvqa",
     "pmc_vqa",
     "slake",
+    "spinebench",
     "synthetic_vqa",
     "vqa_rad",
 ]
