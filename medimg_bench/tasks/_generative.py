@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-__all__ = ["sample_images", "as_uint8"]
+__all__ = ["sample_images", "as_uint8", "generation_settings"]
 
 
 def as_uint8(image: Any) -> Any:
@@ -35,3 +36,14 @@ def sample_images(batch: dict[str, Any], i: int) -> list[Any]:
         return []
     one = image[i]
     return [as_uint8(x) for x in (list(one) if isinstance(one, (list, tuple)) else [one])]
+
+
+def generation_settings(task: str, model: Any, max_new_tokens: int | None) -> Any:
+    """The generative adapter's settings with the task's ``max_new_tokens`` (when set); a model
+    without ``generate`` is refused, naming the task."""
+    if not hasattr(model, "generate"):
+        raise TypeError(f"task {task} needs a generative adapter (model.generate); got {type(model).__name__}")
+    settings = model.settings
+    if max_new_tokens is not None:
+        settings = dataclasses.replace(settings, max_new_tokens=int(max_new_tokens))
+    return settings

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import as_uint8, sample_images
+from medimg_bench.tasks._generative import as_uint8, generation_settings, sample_images
 from medimg_bench.tasks.base import Task
 
 __all__ = ["CXReasonBenchReasoningTask", "DEFAULT_SYSTEM", "PATH1_HEADER", "GUIDANCE_HEADER"]
@@ -206,11 +206,7 @@ class CXReasonBenchReasoningTask(Task):
         return cases
 
     def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
-        if not hasattr(model, "generate"):
-            raise TypeError(f"task {self.name} needs a generative adapter (model.generate); got {type(model).__name__}")
-        settings = model.settings
-        if self.max_new_tokens is not None:
-            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        settings = generation_settings(self.name, model, self.max_new_tokens)
         cases = self._cases(batch)
         live: dict[int, tuple[Generator[_Ask, int, None], _Ask]] = {}
         for i, case in enumerate(cases):

@@ -5,12 +5,12 @@ after them, the reply is parsed under a named rule and scored by
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from medimg_bench.registry import register_task
+from medimg_bench.tasks._generative import generation_settings
 from medimg_bench.tasks.base import Task
 
 __all__ = ["MOAKSTask", "REASONKNEE_SYSTEM"]
@@ -74,11 +74,7 @@ class MOAKSTask(Task):
     def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
         from medimg_bench.models.vlm.base import GenerationRequest
 
-        if not hasattr(model, "generate"):
-            raise TypeError(f"task moaks_vqa needs a generative adapter (model.generate); got {type(model).__name__}")
-        settings = model.settings
-        if self.max_new_tokens is not None:
-            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        settings = generation_settings("moaks_vqa", model, self.max_new_tokens)
         requests, sampled = [], []
         for i, sid in enumerate(batch["id"]):
             images, extra = self._images(batch, i)

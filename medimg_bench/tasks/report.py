@@ -13,7 +13,6 @@ they are absent and ``summary.json`` says why). See :mod:`medimg_bench.metrics.t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from medimg_bench._fs import atomic_write
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import sample_images
+from medimg_bench.tasks._generative import generation_settings, sample_images
 from medimg_bench.tasks.base import Task
 
 __all__ = ["ReportGenerationTask"]
@@ -83,11 +82,7 @@ class ReportGenerationTask(Task):
     def predict(self, model: Any, batch: dict[str, Any]) -> dict[str, Any]:
         from medimg_bench.models.vlm.base import GenerationRequest
 
-        if not hasattr(model, "generate"):
-            raise TypeError(f"task report_generation needs a generative adapter (model.generate); got {type(model).__name__}")
-        settings = model.settings
-        if self.max_new_tokens is not None:
-            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        settings = generation_settings("report_generation", model, self.max_new_tokens)
         requests = [
             GenerationRequest(images=sample_images(batch, i), user=self.prompt, system=self.system,
                               settings=settings, sample_id=str(sid))

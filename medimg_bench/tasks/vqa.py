@@ -3,7 +3,6 @@ by the documented cascade of :mod:`medimg_bench.metrics.text.vqa`, never guessed
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import string
@@ -11,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import sample_images
+from medimg_bench.tasks._generative import generation_settings, sample_images
 from medimg_bench.tasks.base import Task
 
 __all__ = ["VQATask", "PROFILES", "SUBMISSION_FILE"]
@@ -164,11 +163,7 @@ class VQATask(Task):
         from medimg_bench.metrics.text.vqa import rotate_options
         from medimg_bench.models.vlm.base import GenerationRequest
 
-        if not hasattr(model, "generate"):
-            raise TypeError(f"task vqa needs a generative adapter (model.generate); got {type(model).__name__}")
-        settings = model.settings
-        if self.max_new_tokens is not None:
-            settings = dataclasses.replace(settings, max_new_tokens=int(self.max_new_tokens))
+        settings = generation_settings("vqa", model, self.max_new_tokens)
         requests, owners, sampled = [], [], []
         for i, sid in enumerate(batch["id"]):
             kind, options = batch["answer_type"][i], batch["options"][i]
