@@ -201,7 +201,11 @@ NO_MASK_GEOMETRY = {
     "seg2d_folder": "2D image/mask files: no affine; the shape is checked against the image",
     "skm_tea": "tissue masks paired with HDF5 k-space / targets, which carry no affine: the shape is "
                "checked against the target (tests/datasets/test_mri_recon.py)",
+    "ubench": "2D image/mask files, and Synapse/ACDC as U-Bench stores them (h5/npz arrays, no affine): "
+              "the shape is checked against the image",
 }
+# a case list over another loader: the same class reads the same files, so its cases are that loader's
+SUBSET_OF = {"touchstone": "totalsegmentator"}
 
 
 def test_every_dataset_that_yields_masks_is_covered():
@@ -210,7 +214,8 @@ def test_every_dataset_that_yields_masks_is_covered():
     from medimg_bench.registry import DATASETS
 
     with_masks = set(DATASETS.list(tag="segmentation")) | set(NO_MASK_GEOMETRY)
-    covered = {name.split("/")[0] for name in LOADERS} | set(SAME_MASK_PATH) | set(NO_MASK_GEOMETRY)
+    covered = ({name.split("/")[0] for name in LOADERS} | set(SAME_MASK_PATH) | set(NO_MASK_GEOMETRY)
+               | set(SUBSET_OF))
     missing = sorted(with_masks - covered)
     assert not missing, f"add a layout to LOADERS for {missing} (flipped + shifted mask cases)"
     for name, cls_name in SAME_MASK_PATH.items():
@@ -219,3 +224,17 @@ def test_every_dataset_that_yields_masks_is_covered():
         for method in ("load_arrays", "read_mask"):  # the grid rule is applied in these
             assert getattr(cls, method) is getattr(_volumetric_utils.VolumeDataset, method), (
                 f"{name} overrides {method}: give it its own entry in LOADERS")
+
+
+def test_touchstone_reads_its_cases_with_the_totalsegmentator_loader(tmp_path):
+    """Touchstone lists TotalSegmentator cases: its dataset is the TotalSegmentator loader's class,
+    so the flipped / shifted mask cases above cover it."""
+    from medimg_bench.datasets.volumetric.touchstone import TOUCHSTONE_ORGANS
+
+    whole, _ = _totalsegmentator(tmp_path)
+    for organ in TOUCHSTONE_ORGANS.values():
+        _pair(tmp_path / "s0001", "ct.nii.gz", f"segmentations/{organ}.nii.gz")
+    (tmp_path / "cases.txt").write_text("s0001\n")
+    sub = create("touchstone", tmp_path, cases=tmp_path / "cases.txt")
+    assert type(sub) is type(whole) and list(sub.ids) == ["s0001"]
+    assert sub[0]["mask"].shape[-3:] == whole[0]["image"].shape[-3:]

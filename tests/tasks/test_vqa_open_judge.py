@@ -144,7 +144,9 @@ def test_openai_judge_on_the_loopback_server_end_to_end(tmp_path, judge_server):
     res = mb.evaluate(Answers(), ds, task=task, batch_size=3, progress=False, n_resamples=50)
     assert httpx.get(base + "/stats").json()["posts"] == 6 * 2 + 6  # 2 repeats + the second judge
     rows = res.samples.drop_duplicates("id").set_index("id")
-    assert json.loads(rows.loc["q1", "judge_verdicts"]) == ["incorrect", "correct"]  # the server flipped
+    # the server flipped; the two repeats are sent concurrently, so which one it answered first is
+    # the order they arrived in (the machine's scheduling), not the repeat's number
+    assert sorted(json.loads(rows.loc["q1", "judge_verdicts"])) == ["correct", "incorrect"]
     assert json.loads(rows.loc["q0", "judge_verdicts"]) == ["correct", "correct"]
     ag = res.summary["judge_agreement"]
     assert ag["between_repeats"]["percent_agreement"] == pytest.approx(5 / 6, abs=1e-6)
