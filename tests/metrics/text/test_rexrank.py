@@ -25,10 +25,10 @@ from medimg_bench.metrics.text.rexrank import (
     rexrank_scores,
     semb_scores,
 )
+from tests.metrics.text._tiny_bert import WORDS, write_tiny_bert
 
 HERE = Path(__file__).parent
 MOERAD = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "iu_xray_moerad_rexrank"
-WORDS = "no acute process the lungs are clear small left pleural effusion heart size normal mild edema".split()
 
 
 def _read_csv(path: Path) -> dict[str, list[str]]:
@@ -98,17 +98,7 @@ def test_baseline_figures_equal_the_bert_score_packages_file():
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    path = tmp_path_factory.mktemp("tiny_bert")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizer(str(path / "vocab.txt"), model_max_length=64).save_pretrained(str(path))
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    BertModel(cfg).save_pretrained(str(path))
-    return path
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 @pytest.fixture(scope="module")
