@@ -38,6 +38,18 @@ _TASKS = {"phase_recognition": ("video_id", "frame_index", "pred"), "classificat
           "report_generation": ("generated", "reference"), "reconstruction": ("slices", "target_max")}
 
 
+#: manifest fields that decide how a generative run's replies were scored (the task's notes): the
+#: judge (rubrics, judge identity, settings) and the reply's parse rule; compared, and told
+_SCORING_FIELDS = ("judge", "parse")
+#: task figures a run's summary keeps beside its metrics, which compare does not recompute
+_SUMMARY_FIGURES = {
+    "cxreasonbench": "the harness's per-task Wilson figures (Completion, Depth, Consistency, Alignment) are "
+                     "dataset-level, not compared; the per-case init_correct, final_correct ... are",
+    "moaks": "grade_accuracy_micro (right grades over all grades) is dataset-level, not compared; the "
+             "per-question grade_accuracy is",
+}
+
+
 class LabelMismatchError(ValueError):
     """The two runs hold different labels for the same sample (see ``--allow-label-mismatch``)."""
 
@@ -223,6 +235,21 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
     parts = ("manifest_sha256", "content_sha256", "n_files", "n_missing")
     data = diff({k: ia.get(k) for k in parts}, {k: ib.get(k) for k in parts})
     return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
+
+
+def _scoring_differences(run_a: str | Path, run_b: str | Path) -> list[str]:
+    """The scoring fields (:data:`_SCORING_FIELDS`) of two runs' manifests that differ, as
+    ``"field: A …, B …"``: each run was scored its own way, so a difference also measures that."""
+    from medimg_bench.engine.checkpoint import _flatten
+
+    def fields(run: str | Path) -> dict[str, Any]:
+        path = Path(run) / "manifest.json"
+        manifest = json.loads(path.read_text()) if path.exists() else {}
+        return _flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
+
+    fa, fb = fields(run_a), fields(run_b)
+    return [f"{k}: A {_shown(fa.get(k))}, B {_shown(fb.get(k))}" for k in sorted(set(fa) | set(fb))
+            if fa.get(k) != fb.get(k)]
 
 
 def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool, labels_allowed: bool) -> None:
@@ -472,6 +499,11 @@ def compare_runs(
     for m, entry in a.summary.get("metrics", {}).items():
         if entry.get("kind") == "dataset" and m not in done:
             notes.append(f"{m}: a dataset-level metric compare does not recompute from samples.parquet, not compared")
+    notes += [f"{block}: {what}" for block, what in _SUMMARY_FIGURES.items() if block in a.summary]
+    scoring = _scoring_differences(run_a, run_b)
+    if scoring:
+        notes.append(f"the runs were scored differently ({'; '.join(scoring[:4])}): each difference also measures "
+                     "the scoring")
     if labels["differ"]:
         notes.append(f"labels differ in {labels['differ']} of {labels['rows']} rows: each run scored against its own "
                      "(--allow-label-mismatch)")

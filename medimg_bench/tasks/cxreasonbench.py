@@ -306,10 +306,18 @@ class CXReasonBenchReasoningTask(Task):
             tasks.append(case.task)
         return rows, tasks
 
+    @staticmethod
+    def _references(case: _Case) -> str:
+        """Every stage's reference answer (asked or not), as JSON: what the case is judged against,
+        the same in two runs on the same release whatever their conversations reached."""
+        return json.dumps({key: (stage.get("content") or {}).get("answer") for key, stage in case.stages.items()},
+                          sort_keys=True)
+
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
         rows = []
         for case in outputs["cases"]:
             row: dict[str, Any] = {"id": case.sid, "diagnostic_task": case.task, "n_turns": len(case.turns),
+                                   "reference": self._references(case),
                                    "last_stage": case.turns[-1]["stage"] if case.turns else None,
                                    "guidance": bool(case.guidance), "turns": json.dumps(case.turns),
                                    "scores": json.dumps({**case.scoring, **case.guidance}),

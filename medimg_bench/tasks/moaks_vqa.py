@@ -118,6 +118,9 @@ class MOAKSTask(Task):
         return scored, counts
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        """The reply, its parse and graded items, the reference; the numbers (``grade_accuracy``,
+        ``parse_failed`` ...) are the ``moaks`` metric's columns, which the run table adds: a
+        record column of the same name would split both into ``_x``/``_y`` copies."""
         rows = []
         sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
@@ -125,10 +128,8 @@ class MOAKSTask(Task):
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question_id": meta.get("question_id"), "finding": meta.get("finding"),
                    "response": resp.text, "prompt": resp.prompt, "cached": bool(resp.cached),
-                   "parse_rule": self.parse, "parse_failed": s["parse_failed"], "parse_error": s["parse_error"],
-                   "grades": json.dumps(s["items"], default=str), "complete": s["complete"],
-                   "reference": batch["answer"][i], "grade_accuracy": s.get("grade_accuracy"),
-                   "exact_match": s.get("exact_match"), "box_iou": s.get("box_iou")}
+                   "parse_rule": self.parse, "parse_error": s["parse_error"],
+                   "grades": json.dumps(s["items"], default=str), "reference": batch["answer"][i]}
             if "correct" in s:
                 row["correct_items"] = json.dumps(s["correct"])
             if sampled[i]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from medimg_bench.baselines.compare import LabelMismatchError, cli_main, compare_runs
@@ -34,13 +35,8 @@ from tests.baselines import _compare_runs as R
 TASK_NAMES = sorted(R.TASKS)
 N_RESAMPLES = 30
 
-# tasks registered after this suite was written, without a generated case yet
-NO_CASE_YET = {"cxreasonbench_reasoning": "multi-turn judged conversations per case; case not written yet",
-               "moaks_vqa": "per-question grade accuracy / parse failures; case not written yet"}
-
-
 def test_every_task_has_a_case():
-    assert sorted(set(TASKS.list()) - set(NO_CASE_YET)) == TASK_NAMES
+    assert sorted(TASKS.list()) == TASK_NAMES
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +169,34 @@ def test_other_task(task, built):
     _, other_runs = built(other)
     with pytest.raises(ValueError, match=r"run|task|different"):
         compare_runs(runs["a"], other_runs["a"], n_resamples=N_RESAMPLES)
+
+
+def test_cxreasonbench_references_hold_every_stage(built):
+    """A case is judged against every stage's answer, asked or not: the relabelled final answer of a
+    conversation that stopped before the final stage still refuses the pair."""
+    ds, runs = built("cxreasonbench_reasoning")
+    first = str(ds.ids[0])
+    rows = {r["id"]: r for r in pd.read_parquet(runs["a"] / "samples.parquet").to_dict("records")}
+    assert "final" not in [t["stage"] for t in json.loads(rows[first]["turns"])]
+    assert json.loads(rows[first]["reference"])["path1/stage4"] == "(a) Yes"
+    with pytest.raises(LabelMismatchError, match=rf"{first}/0 reference"):
+        compare_runs(runs["a"], runs["relabelled"], n_resamples=N_RESAMPLES)
+
+
+@pytest.mark.parametrize(("task", "field", "value"), [("moaks_vqa", "parse", "lenient"),
+                                                      ("cxreasonbench_reasoning", "judge", {"judge": {"name": "other"}})])
+def test_generative_notes_say_what_is_not_compared(task, field, value, built, tmp_path):
+    """The task's dataset-level figures are named as not compared, and runs scored another way (parse
+    rule, judge) are compared with a note saying so."""
+    _, runs = built(task)
+    rows = compare_runs(runs["a"], runs["a2"], n_resamples=N_RESAMPLES)
+    block = "moaks" if task == "moaks_vqa" else "cxreasonbench"
+    assert any(n.startswith(f"{block}: ") and "dataset-level" in n for n in rows.notes)
+    assert not any("scored differently" in n for n in rows.notes)
+    edited = R.copy_run(runs["a2"], tmp_path / "edited")
+    manifest = json.loads((edited / "manifest.json").read_text())
+    manifest[field] = value
+    (edited / "manifest.json").write_text(json.dumps(manifest))
+    rows = compare_runs(runs["a"], edited, n_resamples=N_RESAMPLES)
+    assert any("scored differently" in n and f"{field}" in n for n in rows.notes), rows.notes
+    assert all(r["difference"] == 0 for r in rows if math.isfinite(r["difference"]))
