@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import as_uint8, generation_settings, sample_images
+from medimg_bench.tasks._generative import (
+    as_uint8,
+    generation_settings,
+    own_metric_spec,
+    sample_images,
+)
 from medimg_bench.tasks.base import Task
 
 __all__ = ["CXReasonBenchReasoningTask", "DEFAULT_SYSTEM", "PATH1_HEADER", "GUIDANCE_HEADER"]
@@ -183,9 +188,7 @@ class CXReasonBenchReasoningTask(Task):
         self.system, self.max_new_tokens, self.guidance = system, max_new_tokens, bool(guidance)
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
-        if spec and not any(n == self.name or (o or {}).get("metric") == self.name for n, o in dict(spec).items()):
-            spec = None  # the root config's default metrics do not apply
-        return super().build_metrics(spec, None)
+        return super().build_metrics(own_metric_spec(spec, self.name), None)
 
     def manifest_notes(self) -> dict[str, Any]:
         """``manifest.json["judge"]``: each stage rubric's identity and the judge's fingerprint."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import generation_settings
+from medimg_bench.tasks._generative import generation_settings, own_metric_spec
 from medimg_bench.tasks.base import Task
 
 __all__ = ["MOAKSTask", "REASONKNEE_SYSTEM"]
@@ -55,9 +55,7 @@ class MOAKSTask(Task):
         return out
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
-        if spec and not any(n == "moaks" or (o or {}).get("metric") == "moaks" for n, o in dict(spec).items()):
-            spec = None  # the root config's default classification metrics do not apply
-        return super().build_metrics(spec, classes)
+        return super().build_metrics(own_metric_spec(spec, "moaks"), classes)
 
     def _images(self, batch: dict[str, Any], i: int) -> tuple[list[Any], dict[str, Any] | None]:
         from medimg_bench.tasks._generative import sample_images

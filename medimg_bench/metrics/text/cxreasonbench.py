@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.text._columns import ReplyColumns
 from medimg_bench.metrics.text.open_judge import RUBRICS, Rubric, _parse_cxreasonbench
 from medimg_bench.registry import register_metric
 
@@ -415,7 +415,7 @@ CASE_FIGURES = ("init_correct", "init_idk", "final_correct", "guidance_final_cor
 
 
 @register_metric("cxreasonbench_reasoning", tags=("vqa", "text", "reasoning"))
-class CXReasonBenchScores(Metric):
+class CXReasonBenchScores(ReplyColumns):
     """``update(cases, tasks)``: ``cases`` one dict per conversation with the collapsed stage
     scores of :data:`CASE_COLUMNS` (``task_index`` excepted), ``tasks`` their diagnostic task
     names. Per-case columns (bootstrap CIs of their means in the summary): ``init_correct``,
@@ -424,11 +424,9 @@ class CXReasonBenchScores(Metric):
     ["cxreasonbench"]`` gets the harness's figures (module docstring)."""
 
     name = "cxreasonbench_reasoning"
-    per_sample = True
     higher_is_better = True
     directions = MappingProxyType({"init_idk": None})
-    value_range = (0.0, 1.0)
-    input_kind = "text"
+    columns = CASE_FIGURES
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=None)
@@ -489,11 +487,3 @@ class CXReasonBenchScores(Metric):
         table = torch.stack([(c["init"] == 1).double(), (c["init"] == -1).double(), (c["final"] == 1).double(),
                              torch.where(c["guidance"] == 1, (c["g_final"] == 1).double(), nan)], 1)
         return list(self.ids), table
-
-    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
-        ids, table = self.values()
-        return {name: (ids, table[:, j:j + 1]) for j, name in enumerate(CASE_FIGURES)
-                if not (table.numel() and bool(table[:, j].isnan().all()))}
-
-    def compute(self) -> torch.Tensor:
-        return self.values()[1].nanmean(0)
