@@ -29,6 +29,7 @@ import pandas as pd
 import pytest
 
 from medimg_bench.baselines.compare import LabelMismatchError, cli_main, compare_runs
+from medimg_bench.baselines.compare_figures import saved_value
 from medimg_bench.registry import TASKS
 from tests.baselines import _compare_runs as R
 
@@ -94,13 +95,18 @@ def test_better(task, built, capsys):
     tested = _tested(rows)
     assert tested
     held = set(json.loads((runs["a"] / "summary.json").read_text())["metrics"])
-    for r in rows:  # the run's own metrics (and compare's accuracy at a threshold), per named class
-        assert r["metric"] in held or r["metric"].startswith("accuracy@"), r
+    for r in rows:  # the run's own metrics (and compare's accuracy at a threshold), per named class,
+        # or a figure of the run's summary recomputed from the records (its path in summary_key)
+        assert r["metric"] in held or r["metric"].startswith("accuracy@") or "summary_key" in r, r
         assert not (isinstance(r["class"], float) and math.isnan(r["class"])), r
     for r in tested:  # each estimate is the run's own summary value (its own labels, all its rows)
         if r.get("n_dropped"):
             continue
         for key, run in (("estimate_a", runs["a"]), ("estimate_b", runs["b"])):
+            if "summary_key" in r:  # the figure as the run's summary holds it
+                assert r[key] == pytest.approx(saved_value(json.loads((run / "summary.json").read_text()),
+                                                           r["summary_key"]), abs=2e-6), (r, key)
+                continue
             if r["metric"] not in json.loads((run / "summary.json").read_text())["metrics"]:
                 continue  # accuracy@threshold: compare's own figure, not in the summary
             saved = _summary_value(run, r["metric"], r["class"])
@@ -186,13 +192,17 @@ def test_cxreasonbench_references_hold_every_stage(built):
 @pytest.mark.parametrize(("task", "field", "value"), [("moaks_vqa", "parse", "lenient"),
                                                       ("cxreasonbench_reasoning", "judge", {"judge": {"name": "other"}})])
 def test_generative_notes_say_what_is_not_compared(task, field, value, built, tmp_path):
-    """The task's dataset-level figures are named as not compared, and runs scored another way (parse
-    rule, judge) are compared with a note saying so."""
+    """The task's summary figures are compared (recomputed from the records) or named as not
+    compared, and runs scored another way (parse rule, judge) are compared with a note saying so."""
     _, runs = built(task)
     rows = compare_runs(runs["a"], runs["a2"], n_resamples=N_RESAMPLES)
-    block = "moaks" if task == "moaks_vqa" else "cxreasonbench"
-    assert any(n.startswith(f"{block}: ") and "dataset-level" in n for n in rows.notes)
-    assert not any("scored differently" in n for n in rows.notes)
+    figures = {r["summary_key"] for r in rows if "summary_key" in r}
+    if task == "moaks_vqa":
+        assert figures == {"moaks.grade_accuracy_micro"}
+    else:
+        assert "cxreasonbench.path1.printed.Completion_score" in figures and len(figures) == 7
+        assert any(n.startswith("cxreasonbench: ") and "not compared" in n for n in rows.notes)
+    assert not any("scored differently" in n or "inconsistent" in n for n in rows.notes)
     edited = R.copy_run(runs["a2"], tmp_path / "edited")
     manifest = json.loads((edited / "manifest.json").read_text())
     manifest[field] = value
