@@ -453,7 +453,9 @@ def _figure_rows(a: _Run, b: _Run, merged: Any, *, n_resamples: int, seed: int) 
         return []
     missing = [c for c in spec.columns if f"{c}_a" not in merged or f"{c}_b" not in merged]
     if missing:
-        a.notes.append(f"{spec.block}: figures not compared: the records of a run lack {missing} (an older run?)")
+        held = [p for _, p in spec.names for run in (a, b) if saved_value(run.summary, p) is not None]
+        if held:  # else no run has the figures (3DReasonKnee without references): nothing to say
+            a.notes.append(f"{spec.block}: figures not compared: the records of a run lack {missing} (an older run?)")
         return []
     g = _groups(merged)
     if len(merged) < 2 or (g is not None and len(set(g)) < 2):

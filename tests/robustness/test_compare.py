@@ -28,6 +28,7 @@ import math
 import pandas as pd
 import pytest
 
+import medimg_bench as mb
 from medimg_bench.baselines.compare import LabelMismatchError, cli_main, compare_runs
 from medimg_bench.baselines.compare_figures import saved_value
 from medimg_bench.registry import TASKS
@@ -210,3 +211,22 @@ def test_generative_notes_say_what_is_not_compared(task, field, value, built, tm
     rows = compare_runs(runs["a"], edited, n_resamples=N_RESAMPLES)
     assert any("scored differently" in n and f"{field}" in n for n in rows.notes), rows.notes
     assert all(r["difference"] == 0 for r in rows if math.isfinite(r["difference"]))
+
+
+def test_moaks_without_references(tmp_path):
+    """3DReasonKnee's zero-shot layout has no references: parse failures and completeness are
+    compared, no grade figure is, and nothing claims one is missing."""
+    from tests.datasets.vqa.test_reasonknee import _release
+
+    ds = mb.create_dataset("3dreasonknee", root=_release(tmp_path / "knee"))
+    good = '{"MOAKS_scores": {"patella medial BML": {"Size of BML (including cyst)": 1, ' \
+           '"Number of BML within subregion": 0}}, "ACL": {"Complete Tear": 0, "ACL Repair": 0}}'
+    runs = []
+    for name, bad in (("a", ()), ("b", tuple(ds.ids[::2]))):
+        model = R._scripted(lambda r, bad=bad: "no JSON here" if r.sample_id in bad else good, name)
+        runs.append(R._evaluate(model, ds, mb.create_task("moaks_vqa"), tmp_path / name))
+    rows = compare_runs(*runs, n_resamples=N_RESAMPLES)
+    assert {r["metric"] for r in rows} == {"parse_failed", "complete"}
+    failed = next(r for r in rows if r["metric"] == "parse_failed")
+    assert (failed["estimate_a"], failed["estimate_b"]) == (0.0, 0.5) and failed["difference"] == -0.5
+    assert rows.labels["differ"] == 0 and not any("moaks" in n for n in rows.notes), rows.notes
