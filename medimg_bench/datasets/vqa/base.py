@@ -128,6 +128,16 @@ def _answer_letter(answer: str, options: Sequence[str]) -> str | None:
     return None
 
 
+def _mcq_fields(answer: Any, options: Sequence[str]) -> dict[str, Any] | str:
+    """A multiple-choice record's ``options``, ``answer`` (its letter), ``answer_type`` and
+    ``answer_text``; or the problem when ``answer`` is neither a letter nor one of ``options``."""
+    letter = _answer_letter(str(answer), options)
+    if letter is None:
+        return f"answer {answer!r} is neither a letter nor one of the {len(options)} options"
+    return {"options": options, "answer": letter, "answer_type": "mcq",
+            "answer_text": options[LETTERS.index(letter)]}
+
+
 def _type_from_original(value: Any) -> str | None:
     t = _text(value)
     return {"CLOSED": "closed", "OPEN": "open"}.get(t.upper()) if t else None
