@@ -66,6 +66,17 @@ def rowwise_task(task: Task) -> bool:
     return all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
 
 
+def _outputs_read(task: Task) -> str | None:
+    """The one model output a row-wise task reads when scoring (``probs`` for the classification
+    task's own methods), or None (keep every output): the others need not wait for their
+    block — the allocator reuses their memory at once, and checkpoint parts are smaller."""
+    from medimg_bench.tasks.classification import ClassificationTask
+
+    cls = type(task)
+    own = all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
+    return "probs" if own else None
+
+
 def _normal_mode() -> Any:
     """Leave the loop's inference mode (metric states and saved parts are ordinary tensors)."""
     return torch.inference_mode(False) if torch.is_inference_mode_enabled() else contextlib.nullcontext()
@@ -107,6 +118,7 @@ class BatchSteps:
         # keys not kept while a batch waits (the model's input: memory, and the allocator reuses
         # the next batch's buffers); reading one raises _DroppedKey and the batch is loaded again
         self._drop = DROP_KEYS if refetch is not None else frozenset()
+        self._read = _outputs_read(task) if defer else None  # the one output kept, or None: all
         self._pending: list[tuple[int | None, dict[str, Any], dict[str, Any], frozenset[str]]] = []
         self._rows = 0
         self._limit = 0  # rows per block, set from the first pending batch
@@ -181,6 +193,8 @@ class BatchSteps:
             return
         if self._restored:
             self._place_restored(outputs)
+        if self._read is not None and self._read in outputs:
+            outputs = {self._read: outputs[self._read]}
         kept = batch
         if self._drop:  # a copy without the dropped keys (a dict comprehension costs 3x more)
             kept = batch.copy()
@@ -472,9 +486,31 @@ def _pack_unscored(entries: Sequence[tuple[Any, dict[str, Any], dict[str, Any], 
                 v = v.detach().cpu()
             elif type(v) is not list or len(v) != sum(sizes):
                 raise ValueError(f"pending value {k!r} is not one row per sample")
+            else:
+                v = _pack_list(v)
             values[k] = v
         out[part] = values
     return out
+
+
+def _pack_list(values: list[Any]) -> Any:
+    """A list column of pending batches as a part stores it: strings joined into one
+    (``checkpoint._pack``), empty dicts (samples without meta) as their count, else as it is
+    (walked by the part's encoder, which refuses what it cannot give back exactly)."""
+    from medimg_bench.engine.checkpoint import _pack
+
+    if values and type(values[0]) is dict and len(set(map(type, values))) == 1 and not any(values):
+        return {"empty_dicts": len(values)}
+    packed = _pack(values)
+    return packed if packed is not values else {"list": values}
+
+
+def _unpack_list(value: Any) -> list[Any]:
+    from medimg_bench.engine.checkpoint import _unpack
+
+    if "empty_dicts" in value:
+        return [{} for _ in range(int(value["empty_dicts"]))]
+    return value["list"] if "list" in value else _unpack(value)
 
 
 def _split_unscored(saved: Mapping[str, Any]) -> list[tuple[None, dict[str, Any], dict[str, Any], frozenset[str]]]:
@@ -483,8 +519,8 @@ def _split_unscored(saved: Mapping[str, Any]) -> list[tuple[None, dict[str, Any]
     sizes = [int(n) for n in saved["sizes"]]
     starts = list(itertools.accumulate([0, *sizes]))
     cols = [{k: (list(torch.split(v, sizes)) if isinstance(v, torch.Tensor)
-                 else [v[a:b] for a, b in zip(starts, starts[1:])]) for k, v in saved[part].items()}
-            for part in ("batch", "outputs")]
+                 else [w[a:b] for w in (_unpack_list(v),) for a, b in zip(starts, starts[1:])])
+             for k, v in saved[part].items()} for part in ("batch", "outputs")]
     dropped = frozenset(saved["dropped"])
     return [(None, {k: v[j] for k, v in cols[0].items()}, {k: v[j] for k, v in cols[1].items()}, dropped)
             for j in range(len(sizes))]
