@@ -9,7 +9,7 @@ import torch
 
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.engine import loop
-from medimg_bench.engine.checkpoint import Checkpoint, read_part
+from medimg_bench.engine.checkpoint import read_part
 from medimg_bench.engine.runner import evaluate
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.classification import AUROC
