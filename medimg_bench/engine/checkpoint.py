@@ -17,6 +17,14 @@ arbitrary objects. Parts of versions 2 and 3 (``.pt``, earlier releases) are rea
 metrics, AMP, shard): a checkpoint of another run is an error that names each field that
 differs, with the saved and the current value.
 
+A part may also hold *unscored* predictions (``unscored``, version 5): with deferred scoring
+(engine/loop.py) a save does not score the batches pending in the current block; it stores
+them as they are — the batch less its image, and the model's outputs, concatenated with the
+batch sizes — and a resume scores them with its first block, as the uninterrupted run would
+have (failing samples isolated as always). ``unscored["reset"]`` says that the predictions of
+earlier parts have been scored since (their outcome is in this part's records and metrics).
+Only the safetensors format stores them; what it cannot hold exactly is scored before the save.
+
 A run that resumes with ``retry_failed`` (a finished run's failed samples, predicted again)
 writes the ids it takes back into its next part (``retry``): reading the parts, their earlier
 ``done`` entries and failure records are dropped there, so the parts stay append-only.
@@ -41,10 +49,10 @@ from medimg_bench.metrics.base import Metric
 
 __all__ = ["Checkpoint", "restore_metrics", "key_differences", "has_checkpoint", "remove_checkpoint", "read_part"]
 
-VERSION = 4
+VERSION = 5
 # version 3 added the optional ``retry`` entry; 4 the safetensors file and text columns stored as
-# runs or a repeated period (``_text_column``)
-_READABLE = (2, 3, 4)
+# runs or a repeated period (``_text_column``); 5 the optional ``unscored`` entry
+_READABLE = (2, 3, 4, 5)
 _PART = re.compile(r"^part-(\d{6})\.(pt|safetensors)$")
 
 
@@ -242,8 +250,8 @@ class Checkpoint:
 
     def load(self) -> dict[str, Any] | None:
         """The saved state (None when nothing was saved): ``done``, ``records`` (:class:`Records`),
-        ``failures``, ``metrics`` (name → state → value, on the CPU) and ``segments``.
-        ``ValueError`` if it belongs to another run or a part cannot be read safely."""
+        ``failures``, ``metrics`` (name → state → value, on the CPU), ``segments`` and
+        ``unscored`` (the saved predictions not scored yet, as saved). ``ValueError`` if it belongs to another run or a part cannot be read safely."""
         self._check_layout()
         if not self.dir.is_dir():
             return None
@@ -326,10 +334,15 @@ class Checkpoint:
         failures: Sequence[Mapping[str, Any]],
         metrics: Mapping[str, Metric],
         elapsed_s: float,
+        unscored: Mapping[str, Any] | None = None,
     ) -> Path:
-        """Append what is new since the last save as one part; returns its path."""
+        """Append what is new since the last save as one part; returns its path. ``unscored``:
+        predictions not scored yet (see the module docstring); a part holding them is only
+        written as safetensors: :class:`Unencodable` (nothing written, nothing marked saved)
+        when that format cannot hold the part."""
         if not self._n_part:
             self.dir.mkdir(parents=True, exist_ok=True)
+        cat_before = dict(self._cat)
         memo: dict[tuple[Any, ...], Any] = {}
         state = {
             "version": VERSION,
@@ -342,14 +355,20 @@ class Checkpoint:
         }
         if self._retry:
             state["retry"] = _pack(list(self._retry))
-        self._n_part += 1
-        path = self.dir / f"part-{self._n_part:06d}.safetensors"
-        tmp = self.dir / f".part-{self._n_part:06d}.{os.getpid()}.tmp"
+        if unscored is not None:
+            state["unscored"] = dict(unscored)
+        n = self._n_part + 1
+        path = self.dir / f"part-{n:06d}.safetensors"
+        tmp = self.dir / f".part-{n:06d}.{os.getpid()}.tmp"
         try:
             write_part(state, tmp, frozen=self._frozen)
         except Unencodable:  # nothing written: this part as before, pickled tensors and plain data
+            if unscored is not None and unscored.get("batches") is not None:
+                self._cat = cat_before  # the caller scores the pending batches and saves again
+                raise
             path = path.with_suffix(".pt")
             torch.save(state, tmp)
+        self._n_part = n
         # no fsync: a killed process leaves its page cache written; after a power loss a torn part
         # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
         os.replace(tmp, path)
@@ -453,6 +472,7 @@ class _Parts:
         self.failures: list[dict[str, Any]] = []
         self.metrics: dict[str, dict[str, Any]] = {}
         self.segments: dict[int, dict[str, Any]] = {}
+        self.unscored: list[dict[str, Any]] = []  # unscored predictions, one entry per part
 
     def add(self, state: Mapping[str, Any]) -> None:
         again = set(_unpack(state.get("retry") or []))
@@ -472,10 +492,17 @@ class _Parts:
                     mine[s] = list(value) if isinstance(value, list) else value
         seg = state["segment"]
         self.segments[int(seg["index"])] = seg
+        unscored = state.get("unscored")
+        if unscored is not None:
+            if unscored.get("reset"):  # scored since: their outcome is in this part
+                self.unscored = []
+            if unscored.get("batches") is not None:
+                self.unscored.append(unscored["batches"])
 
     def result(self) -> dict[str, Any]:
         return {"done": self.done, "records": Records.from_state(self.chunks), "failures": self.failures,
-                "metrics": self.metrics, "segments": [self.segments[i] for i in sorted(self.segments)]}
+                "metrics": self.metrics, "segments": [self.segments[i] for i in sorted(self.segments)],
+                "unscored": self.unscored}
 
 
 def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[str, Any]]) -> None:

@@ -78,7 +78,8 @@ def make_loader(
     pin_memory: bool,
 ) -> tuple[torch.utils.data.DataLoader, Callable[[int], dict[str, Any] | None]]:
     """The loader over ``indices`` (None: every sample, in order) and ``refetch(n)``: its
-    ``n``-th batch (from 1) loaded again, the samples that load (deferred scoring needs it)."""
+    ``n``-th batch (from 1) loaded again, the samples that load (deferred scoring needs it); given
+    a list of ids instead of ``n``, those samples (predictions a checkpoint held unscored)."""
     safe = _SafeDataset(dataset, fail_fast)
     loader = torch.utils.data.DataLoader(
         safe, batch_size=batch_size, sampler=indices, shuffle=False, num_workers=num_workers,
@@ -86,7 +87,13 @@ def make_loader(
     )
     positions = indices if indices is not None else range(len(dataset))
 
-    def refetch(n_batch: int) -> dict[str, Any] | None:
-        return split_collate(safe.__getitems__(positions[(n_batch - 1) * batch_size:n_batch * batch_size]))[0]
+    where: dict[str, int] = {}
+
+    def refetch(n_batch: int | Sequence[str]) -> dict[str, Any] | None:
+        if isinstance(n_batch, int):
+            return split_collate(safe.__getitems__(positions[(n_batch - 1) * batch_size:n_batch * batch_size]))[0]
+        if not where:
+            where.update((sid, i) for i, sid in enumerate(sample_ids(dataset)))
+        return split_collate(safe.__getitems__([where[sid] for sid in n_batch if sid in where]))[0]
 
     return loader, refetch

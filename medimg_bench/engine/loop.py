@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench.engine.partfile import Unencodable
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
 from medimg_bench.sample import collate, decollate
@@ -63,6 +64,17 @@ def rowwise_task(task: Task) -> bool:
 
     cls = type(task)
     return all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
+
+
+def _outputs_read(task: Task) -> str | None:
+    """The one model output a row-wise task reads when scoring (``probs`` for the classification
+    task's own methods), or None (keep every output): the others need not wait for their
+    block — the allocator reuses their memory at once, and checkpoint parts are smaller."""
+    from medimg_bench.tasks.classification import ClassificationTask
+
+    cls = type(task)
+    own = all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
+    return "probs" if own else None
 
 
 def _normal_mode() -> Any:
@@ -106,9 +118,19 @@ class BatchSteps:
         # keys not kept while a batch waits (the model's input: memory, and the allocator reuses
         # the next batch's buffers); reading one raises _DroppedKey and the batch is loaded again
         self._drop = DROP_KEYS if refetch is not None else frozenset()
-        self._pending: list[tuple[int, dict[str, Any], dict[str, Any], frozenset[str]]] = []
+        self._read = _outputs_read(task) if defer else None  # the one output kept, or None: all
+        self._pending: list[tuple[int | None, dict[str, Any], dict[str, Any], frozenset[str]]] = []
         self._rows = 0
         self._limit = 0  # rows per block, set from the first pending batch
+        # checkpoint parts may hold pending batches unscored: how many of ``_pending`` are in
+        # one, and whether pending batches saved so have been scored since the last save
+        self._on_disk, self._reset = 0, False
+        self._restored = False  # unscored batches restored from the checkpoint, not yet placed
+        for saved in getattr(state, "unscored", None) or ():
+            self._pending.extend(_split_unscored(saved))
+        if self._pending:
+            self._rows = sum(len(p[1]["id"]) for p in self._pending)
+            self._on_disk, self._restored = len(self._pending), True
 
     # -- the steps --------------------------------------------------------------------------------
     def predict(self, batch: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,6 +191,10 @@ class BatchSteps:
         except Exception as exc:
             self._isolate(batch, _staged("predict", exc))
             return
+        if self._restored:
+            self._place_restored(outputs)
+        if self._read is not None and self._read in outputs:
+            outputs = {self._read: outputs[self._read]}
         kept = batch
         if self._drop:  # a copy without the dropped keys (a dict comprehension costs 3x more)
             kept = batch.copy()
@@ -188,7 +214,43 @@ class BatchSteps:
         with _normal_mode():
             self._flush()
 
+    def _place_restored(self, outputs: Mapping[str, Any]) -> None:
+        """Put the outputs of restored unscored batches where the model's outputs are now (they
+        were saved from any device and read on the CPU), as restored metric states are."""
+        self._restored = False
+        for n_batch, _, saved, _ in self._pending:
+            if n_batch is not None:
+                break
+            for k, v in saved.items():
+                now = outputs.get(k)
+                if isinstance(v, torch.Tensor) and isinstance(now, torch.Tensor) and v.device != now.device:
+                    saved[k] = v.to(now.device)
+
+    def unscored(self) -> dict[str, Any] | None:
+        """What a checkpoint part holds of the pending batches: those not in a part yet,
+        concatenated (``batches``: see :func:`_pack_unscored`), and ``reset`` (the pending batches
+        of earlier parts have been scored since); None when they cannot be stored so (then the
+        caller scores them before saving)."""
+        new = self._pending[self._on_disk:]
+        out: dict[str, Any] = {"reset": self._reset, "batches": None}
+        if new:
+            try:
+                out["batches"] = _pack_unscored(new)
+            except (TypeError, ValueError, RuntimeError, KeyError):
+                return None
+        return out
+
+    def unscored_outcome(self) -> bool:
+        """True when batches a part holds unscored have been scored since the last save."""
+        return self._reset
+
+    def mark_saved(self) -> None:
+        """The pending batches are all in the checkpoint now."""
+        self._on_disk, self._reset = len(self._pending), False
+
     def _flush(self) -> None:
+        if self._on_disk:  # batches a part holds unscored: the next part holds their outcome
+            self._on_disk, self._reset = 0, True
         pending, self._pending, self._rows = self._pending, [], 0
         if len(pending) > 1:
             dropped = frozenset().union(*{p[3] for p in pending})
@@ -202,7 +264,7 @@ class BatchSteps:
         for n_batch, kept, outputs, dropped in pending:
             self._score_one(n_batch, kept, outputs, dropped)
 
-    def _score_one(self, n_batch: int, kept: dict[str, Any], outputs: dict[str, Any],
+    def _score_one(self, n_batch: int | None, kept: dict[str, Any], outputs: dict[str, Any],
                    dropped: frozenset[str]) -> None:
         """Score one pending batch as scoring without deferral would, loading it again when it
         needs a key that was not kept or a failing sample must be predicted on its own."""
@@ -226,10 +288,11 @@ class BatchSteps:
                     exc = e
         self._isolate(batch, exc)  # type: ignore[arg-type]
 
-    def _refetch(self, n_batch: int, ids: Sequence[str]) -> dict[str, Any] | None:
-        """Batch ``n_batch`` loaded again, restricted to ``ids`` (the samples that loaded the first
-        time); a sample that no longer loads is a failure."""
-        batch = self.refetch(n_batch)  # type: ignore[misc]
+    def _refetch(self, n_batch: int | None, ids: Sequence[str]) -> dict[str, Any] | None:
+        """Batch ``n_batch`` loaded again (None: a batch restored from the checkpoint, loaded by
+        its ids), restricted to ``ids`` (the samples that loaded the first time); a sample that no
+        longer loads is a failure."""
+        batch = self.refetch(n_batch if n_batch is not None else list(ids))  # type: ignore[misc]
         if batch is not None and list(batch["id"]) == list(ids):
             return dict(batch)
         found = {s["id"]: s for s in decollate(batch)} if batch is not None else {}
@@ -285,17 +348,29 @@ def run_batches(steps: BatchSteps, loader: Iterable[Any], state: Any, options: A
             if bar.on:
                 bar.advance((len(batch["id"]) if batch else 0) + len(failed))
     steps.flush()
-    if ckpt is not None and failures and ckpt.has_unsaved(done):
+    if ckpt is not None and failures and (ckpt.has_unsaved(done) or steps.unscored_outcome()):
         save_checkpoint(steps, state, t0)
 
 
 def save_checkpoint(steps: BatchSteps, state: Any, t0: float) -> None:
-    """Score what is pending (a checkpoint holds every sample in ``done``, scored) and append
-    one part."""
+    """Append one part: what was scored since the last save, and the batches still pending
+    unscored (the resume scores them); when those cannot be stored exactly, they are scored
+    first."""
+    ckpt = state.checkpoint
     with _normal_mode():
+        unscored = steps.unscored() if steps.defer else None
+        if unscored is not None:
+            try:
+                ckpt.save(done=state.done, records=state.records, failures=state.failures,
+                          metrics=steps.metrics, elapsed_s=time.perf_counter() - t0, unscored=unscored)
+                steps.mark_saved()
+                return
+            except Unencodable:
+                pass
         steps.flush()
-        state.checkpoint.save(done=state.done, records=state.records, failures=state.failures,
-                              metrics=steps.metrics, elapsed_s=time.perf_counter() - t0)
+        ckpt.save(done=state.done, records=state.records, failures=state.failures, metrics=steps.metrics,
+                  elapsed_s=time.perf_counter() - t0, unscored=steps.unscored() if steps.unscored_outcome() else None)
+        steps.mark_saved()
 
 
 class _Progress:
@@ -392,6 +467,63 @@ def _concat(values: list[Any]) -> Any:
     if all(type(v) is list for v in values):
         return list(itertools.chain.from_iterable(values))
     raise TypeError(f"cannot concatenate batch values of type {type(first).__name__}")
+
+
+def _pack_unscored(entries: Sequence[tuple[Any, dict[str, Any], dict[str, Any], frozenset[str]]]) -> dict[str, Any]:
+    """Pending batches as a part stores them: every key of the batches (less the dropped ones)
+    and of the outputs concatenated (tensors on the CPU), the batch sizes and the dropped keys.
+    Raises when a value cannot be split back into exactly these batches."""
+    keys_b, keys_o = list(entries[0][1]), list(entries[0][2])
+    if any(list(e[1]) != keys_b or list(e[2]) != keys_o for e in entries):
+        raise ValueError("pending batches with other keys")
+    sizes = [len(e[1]["id"]) for e in entries]
+    out: dict[str, Any] = {"sizes": sizes, "dropped": sorted(frozenset().union(*(e[3] for e in entries)))}
+    for part, keys, i in (("batch", keys_b, 1), ("outputs", keys_o, 2)):
+        values = {}
+        for k in keys:
+            v = _concat([e[i][k] for e in entries])
+            if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == sum(sizes):
+                v = v.detach().cpu()
+            elif type(v) is not list or len(v) != sum(sizes):
+                raise ValueError(f"pending value {k!r} is not one row per sample")
+            else:
+                v = _pack_list(v)
+            values[k] = v
+        out[part] = values
+    return out
+
+
+def _pack_list(values: list[Any]) -> Any:
+    """A list column of pending batches as a part stores it: strings joined into one
+    (``checkpoint._pack``), empty dicts (samples without meta) as their count, else as it is
+    (walked by the part's encoder, which refuses what it cannot give back exactly)."""
+    from medimg_bench.engine.checkpoint import _pack
+
+    if values and type(values[0]) is dict and len(set(map(type, values))) == 1 and not any(values):
+        return {"empty_dicts": len(values)}
+    packed = _pack(values)
+    return packed if packed is not values else {"list": values}
+
+
+def _unpack_list(value: Any) -> list[Any]:
+    from medimg_bench.engine.checkpoint import _unpack
+
+    if "empty_dicts" in value:
+        return [{} for _ in range(int(value["empty_dicts"]))]
+    return value["list"] if "list" in value else _unpack(value)
+
+
+def _split_unscored(saved: Mapping[str, Any]) -> list[tuple[None, dict[str, Any], dict[str, Any], frozenset[str]]]:
+    """The batches :func:`_pack_unscored` stored, as pending entries (batch number None: loaded
+    again by their ids when needed)."""
+    sizes = [int(n) for n in saved["sizes"]]
+    starts = list(itertools.accumulate([0, *sizes]))
+    cols = [{k: (list(torch.split(v, sizes)) if isinstance(v, torch.Tensor)
+                 else [w[a:b] for w in (_unpack_list(v),) for a, b in zip(starts, starts[1:])])
+             for k, v in saved[part].items()} for part in ("batch", "outputs")]
+    dropped = frozenset(saved["dropped"])
+    return [(None, {k: v[j] for k, v in cols[0].items()}, {k: v[j] for k, v in cols[1].items()}, dropped)
+            for j in range(len(sizes))]
 
 
 def _nbytes(value: Any) -> int:

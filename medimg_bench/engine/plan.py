@@ -137,6 +137,8 @@ class RunState:
     pending_restore: dict[str, dict[str, int]] = field(default_factory=dict)
     checkpoint: Any = None  # engine.checkpoint.Checkpoint, or None
     retried: list[str] = field(default_factory=list)  # failed earlier, predicted again now
+    #: predictions the checkpoint holds unscored (engine/loop.py scores them with its first block)
+    unscored: list[dict[str, Any]] = field(default_factory=list)
 
 
 def open_run_state(plan: SamplePlan, identity: RunIdentity, start_time: str) -> RunState:
@@ -159,6 +161,7 @@ def open_run_state(plan: SamplePlan, identity: RunIdentity, start_time: str) -> 
                                  for k in metrics}
         state.records, state.failures, state.done = saved["records"], saved["failures"], saved["done"]
         state.segments = saved["segments"]
+        state.unscored = saved.get("unscored") or []
         if options.retry_failed and state.failures:
             state.retried = [f["id"] for f in state.failures]
             again = set(state.retried)

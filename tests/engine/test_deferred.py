@@ -9,6 +9,7 @@ import torch
 
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.engine import loop
+from medimg_bench.engine.checkpoint import read_part
 from medimg_bench.engine.runner import evaluate
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.classification import AUROC
@@ -149,11 +150,54 @@ def test_kill_and_resume_in_the_middle_of_a_block(monkeypatch, tmp_path):
     resumed_model = Model(nan_for={"s030"})
     resumed = _run(resumed_model, ds, **run)
     _same(resumed, reference)
-    # the checkpoint holds the first 3 batches (12 samples), all scored; batch 4 was lost with the
-    # kill and is predicted again (s028-s031 twice: the NaN batch is retried one sample at a time)
+    # the checkpoint holds the first 3 batches (12 samples): batches 1-2 scored, batch 3 unscored
+    # (scored by the resume's first block); batch 4 was lost with the kill and is predicted again (s028-s031 twice: the NaN batch is retried one sample at a time)
     assert resumed_model.seen[:4] == ["s012", "s013", "s014", "s015"]
     assert len(set(resumed_model.seen)) == len(ds) - 12
     assert resumed.failures.set_index("id")["error"]["s030"].startswith("[predict]")
+
+
+def test_parts_hold_pending_batches_unscored_and_the_resume_scores_them(monkeypatch, tmp_path):
+    # blocks larger than the run: nothing is scored before the kill at batch 7, so the six parts
+    # hold unscored predictions only; the NaN sample s005 (batch 2) and the unreadable s009 sit
+    # in them. The resume scores them, isolating s005 (its batch loaded again by id).
+    ds = Tensors(unreadable={"s009"})
+    reference = _run(Model(nan_for={"s005"}), ds, deferred=False, monkeypatch=monkeypatch, refuse=None)
+    ckpt = tmp_path / "checkpoint"
+    run = dict(deferred=True, monkeypatch=monkeypatch, block_rows=10_000, checkpoint=ckpt, checkpoint_every=1,
+               refuse=None)
+    with pytest.raises(KeyboardInterrupt):
+        _run(Model(nan_for={"s005"}, crash_at=7), ds, **run)
+    parts = [read_part(p) for p in sorted(ckpt.iterdir())]
+    assert len(parts) == 6 and all(p["version"] == 5 for p in parts)
+    assert all(p["unscored"]["batches"]["sizes"] == [4 - (i == 2)] for i, p in enumerate(parts))
+    assert all(not p["metrics"]["auroc"]["preds"][1] for p in parts)  # nothing scored yet
+    resumed_model = Model(nan_for={"s005"})
+    resumed = _run(resumed_model, ds, **run)
+    _same(resumed, reference)
+    # the samples after the saved ones are predicted, then (scoring the one block at the end)
+    # s005's batch alone, one sample at a time
+    assert resumed_model.seen == [f"s{i:03d}" for i in (*range(24, 46), 4, 5, 6, 7)]
+    assert resumed.failures.set_index("id")["error"]["s005"].startswith("[predict]")
+
+
+def test_a_part_with_pending_batches_it_cannot_hold_scores_them_first(monkeypatch, tmp_path):
+    class Tuples(Tensors):  # a meta value the part format cannot hold (a dict with an int key)
+        def load(self, row):
+            return {**super().load(row), "meta": {1: "x"}}
+
+    ds = Tuples()
+    reference = _run(Model(), ds, deferred=False, monkeypatch=monkeypatch, refuse=None)
+    ckpt = tmp_path / "checkpoint"
+    run = dict(deferred=True, monkeypatch=monkeypatch, block_rows=10_000, checkpoint=ckpt, checkpoint_every=2,
+               refuse=None)
+    with pytest.raises(KeyboardInterrupt):
+        _run(Model(crash_at=5), ds, **run)
+    parts = [read_part(p) for p in sorted(ckpt.iterdir())]
+    assert len(parts) == 2 and all("batches" not in (p.get("unscored") or {}) or
+                                   p["unscored"]["batches"] is None for p in parts)
+    assert sum(len(p["metrics"]["auroc"]["preds"][1]) for p in parts) == 2  # scored at each save
+    _same(_run(Model(), ds, **run), reference)
 
 
 def test_a_metric_that_defines_its_own_update_is_not_deferred_unless_it_says_so():
