@@ -233,3 +233,91 @@ def test_changed_content_at_the_same_path_is_refused_and_moved_content_resumes(o
     cols = ["id", column]
     pd.testing.assert_frame_equal(resumed.samples[cols].reset_index(drop=True),
                                   reference.samples[cols].reset_index(drop=True), check_exact=True)
+
+
+# -- metric options ------------------------------------------------------------------------------
+def _green_reply(prompt: str) -> str:
+    from medimg_bench.metrics.text.green import _MATCHED, _SIG
+
+    # the numbers follow the prompt's text, so the template file decides them
+    return f"[{_MATCHED}]:\n{len(prompt) % 3 + 1}. findings.\n\n[{_SIG}]:\n(a) False report: {len(prompt) % 2}.\n"
+
+
+def _green_generate(prompts: list[str]) -> list[str]:
+    return [_green_reply(p) for p in prompts]
+
+
+def _ner(texts: list[str]) -> list[list[tuple[str, str]]]:
+    return [[(w, "ANATOMY" if len(w) % 2 else "DISEASE") for w in t.replace(".", " ").split() if w in WORDS]
+            for t in texts]
+
+
+def _green_template(file: Path, extra: str) -> Path:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text("Reference: {reference}\nCandidate: {candidate}\n" + extra)
+    return file
+
+
+# metric -> (build what its option names under a folder: (option, path, other options), change the
+# content at that path)
+METRIC_CASES = {
+    "green": (lambda d: ("prompt_file", _green_template(d / "green.txt", ""), {"generate": _green_generate}),
+              lambda p: _green_template(p, "Count the errors.")),
+    "radgraph_f1": (lambda d: ("model_cache_dir", _radgraph_folder(d / "radgraph_models", ""), {}),
+                    lambda p: (p / "radgraph" / "weights.th").write_text("x")),
+    "ratescore": (lambda d: ("encoder_model", write_tiny_bert(_mkdir(d / "encoder")), {"ner": _ner}),
+                  _retrain_bert),
+}
+
+
+def _metric_run(name, option, path, extra, ds, ckpt, crash_at=None):
+    metrics = {"report_nlg": {}, name: {option: str(path), **extra}}
+    return mb.evaluate(Scripted(crash_at), ds, task="report_generation", metrics=metrics, batch_size=1,
+                       progress=False, n_resamples=10, checkpoint=ckpt, checkpoint_every=1)
+
+
+@pytest.mark.parametrize("name", list(METRIC_CASES))
+def test_metric_file_options_changed_are_refused_and_moved_resume(name, tmp_path, fake_radgraph):
+    build, change = METRIC_CASES[name]
+    ds = _dataset(tmp_path / "iu")
+    option, path, extra = build(tmp_path / "models")
+    reference = _metric_run(name, option, path, extra, ds, None)
+    assert reference.summary["n_failed"] == 0 and name in reference.summary["metrics"]
+
+    ckpt = tmp_path / "run" / "checkpoint"
+    with pytest.raises(KeyboardInterrupt):
+        _metric_run(name, option, path, extra, ds, ckpt, crash_at=3)
+    moved = tmp_path / "elsewhere" / path.name
+    moved.parent.mkdir(parents=True)
+    (shutil.copytree if path.is_dir() else shutil.copy2)(path, moved)
+    change(path)
+    field = rf"files\.metrics\.{name}\.{option}"
+    with pytest.raises(ValueError, match=rf"{field}: saved '(tree-)?sha256:") as err:
+        _metric_run(name, option, path, extra, ds, ckpt)
+    assert f"(files: metrics.{name}.{option} = " in str(err.value)
+
+    resumed = _metric_run(name, option, moved, extra, ds, ckpt)
+    assert resumed.summary["metrics"][name] == reference.summary["metrics"][name]
+
+
+def test_shards_scored_with_other_file_contents_are_not_merged(tmp_path, monkeypatch):
+    from medimg_bench.engine.merge import merge_runs
+    from medimg_bench.runs import run
+    from tests.metrics.text.test_rexrank import _reports_folder
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    root = _reports_folder(tmp_path / "iu")
+    ann = root / "ann.json"
+    common = ["task=report_generation", "dataset=iu_xray", f"dataset.root={root}", "dataset.split=test",
+              "dataset.options.layout=reports_csv", "metrics=report", "model=predictions",
+              f"model.options.root={root}/preds.csv", "scoring=rexrank", f"scoring.radgraph_annotations={ann}",
+              "bootstrap.n_resamples=10", "progress=false"]
+    shards = [run([*common, f"shard={i}/2"], run_dir=tmp_path / f"s{i}").run_dir for i in range(2)]
+    merge_runs(shards, tmp_path / "merged")  # the same file: merged
+    table = json.loads(ann.read_text())  # other annotations at the same path: every entity relabelled
+    ann.write_text(json.dumps({t: {"entities": {k: {**e, "label": "ANAT-DP"} for k, e in a["entities"].items()}}
+                               for t, a in table.items()}))
+    assert ann.read_text() != json.dumps(table)
+    other = run([*common, "shard=1/2"], run_dir=tmp_path / "other").run_dir
+    with pytest.raises(ValueError, match=r"files\.task\.scoring\.radgraph_annotations: saved 'sha256:"):
+        merge_runs([shards[0], other], tmp_path / "m2")
