@@ -2,7 +2,9 @@
 run's value, the difference ``a − b`` with a paired bootstrap CI clustered by patient, and a
 p-value — DeLong's test for AUROC, McNemar's for accuracy at a threshold, the paired bootstrap
 (with a Wilcoxon signed-rank or McNemar test beside it) for per-sample metrics (Dice, HD95, VQA
-accuracy, report scores). ``--holm`` adjusts the p-values for the number of comparisons.
+accuracy, report scores) and for the summary figures a task's records allow recomputing
+(``compare_figures``: 3DReasonKnee's micro grade accuracy, CXReasonBench's printed scores).
+``--holm`` adjusts the p-values for the number of comparisons.
 
 Each run is scored against **its own** labels, read from its ``samples.parquet``; runs whose labels
 differ for the same sample are refused, naming the rows, unless ``--allow-label-mismatch``. Runs
@@ -36,6 +38,18 @@ _KEYS = ("id", "class")
 _TASKS = {"phase_recognition": ("video_id", "frame_index", "pred"), "classification": ("score", "label"),
           "segmentation": ("target_voxels",), "vqa": ("answer", "correct"),
           "report_generation": ("generated", "reference"), "reconstruction": ("slices", "target_max")}
+
+
+#: manifest fields that decide how a generative run's replies were scored (the task's notes): the
+#: judge (rubrics, judge identity, settings) and the reply's parse rule; compared, and told
+_SCORING_FIELDS = ("judge", "parse")
+#: task figures a run's summary keeps beside its metrics that compare does not recompute (those it
+#: does are in ``compare_figures``)
+_SUMMARY_FIGURES = {
+    "cxreasonbench": "the harness's per-task figures (Wilson intervals per stage, stage scores) and group "
+                     "means are not compared; its printed scores (path1 / guidance Completion, Depth, "
+                     "Consistency, Alignment) are, recomputed from the per-case records",
+}
 
 
 class LabelMismatchError(ValueError):
@@ -225,6 +239,21 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
     return data, diff({"options": ia.get("options")}, {"options": ib.get("options")})
 
 
+def _scoring_differences(run_a: str | Path, run_b: str | Path) -> list[str]:
+    """The scoring fields (:data:`_SCORING_FIELDS`) of two runs' manifests that differ, as
+    ``"field: A …, B …"``: each run was scored its own way, so a difference also measures that."""
+    from medimg_bench.engine.checkpoint import _flatten
+
+    def fields(run: str | Path) -> dict[str, Any]:
+        path = Path(run) / "manifest.json"
+        manifest = json.loads(path.read_text()) if path.exists() else {}
+        return _flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
+
+    fa, fb = fields(run_a), fields(run_b)
+    return [f"{k}: A {_shown(fa.get(k))}, B {_shown(fb.get(k))}" for k in sorted(set(fa) | set(fb))
+            if fa.get(k) != fb.get(k)]
+
+
 def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool, labels_allowed: bool) -> None:
     """Refuse runs whose data differ (unless ``allow``); warn when only the options do. With
     ``labels_allowed`` (``--allow-label-mismatch`` and labels that do differ) a manifest that differs
@@ -246,8 +275,9 @@ def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool, label
 
 # -- rows -------------------------------------------------------------------------------------------
 def _row(metric: str, cname: Any, est_a: float, est_b: float, boot: Any = None, *, p: float = math.nan,
-         test: str, **extra: Any) -> dict[str, Any]:
-    first = (lambda v: float(np.asarray(v).reshape(-1)[0])) if boot is not None else (lambda v: math.nan)
+         test: str, at: int = 0, **extra: Any) -> dict[str, Any]:
+    """One table row; ``boot`` a paired bootstrap whose entry ``at`` is this row's."""
+    first = (lambda v: float(np.asarray(v).reshape(-1)[at])) if boot is not None else (lambda v: math.nan)
     return {"metric": metric, "class": cname, "estimate_a": float(est_a), "estimate_b": float(est_b),
             "difference": float(est_a - est_b) if boot is None else first(boot.difference),
             "ci_low": first(boot.low) if boot is not None else math.nan,
@@ -412,6 +442,46 @@ def _per_sample_rows(a: _Run, b: _Run, merged: Any, metric: str, *, n_resamples:
     return rows
 
 
+def _figure_rows(a: _Run, b: _Run, merged: Any, *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    """The task's summary figures (``compare_figures``) recomputed from both runs' paired records,
+    with the paired patient bootstrap; each row's ``summary_key`` names the figure in the summary."""
+    from medimg_bench.baselines.compare_figures import saved_value, task_figures
+    from medimg_bench.metrics.stats import paired_bootstrap
+
+    spec = task_figures(a.task)
+    if spec is None:
+        return []
+    missing = [c for c in spec.columns if f"{c}_a" not in merged or f"{c}_b" not in merged]
+    if missing:
+        held = [p for _, p in spec.names for run in (a, b) if saved_value(run.summary, p) is not None]
+        if held:  # else no run has the figures (3DReasonKnee without references): nothing to say
+            a.notes.append(f"{spec.block}: figures not compared: the records of a run lack {missing} (an older run?)")
+        return []
+    g = _groups(merged)
+    if len(merged) < 2 or (g is not None and len(set(g)) < 2):
+        return [{**_untested(name, None, f"{len(merged)} paired row(s)"), "summary_key": path}
+                for name, path in spec.names]
+    boot = paired_bootstrap(spec.statistic, spec.stack(merged, "a"), spec.stack(merged, "b"), None,
+                            n_resamples=n_resamples, groups=g, seed=seed)
+    rows = []
+    for j, (name, path) in enumerate(spec.names):
+        est_a, est_b = float(np.asarray(boot.estimate_a)[j]), float(np.asarray(boot.estimate_b)[j])
+        if not (math.isfinite(est_a) and math.isfinite(est_b)):
+            rows.append({**_untested(name, None, "undefined in a run (no case reached it)", est_a, est_b),
+                         "summary_key": path})
+            continue
+        rows.append(_row(name, None, est_a, est_b, boot, p=float(np.asarray(boot.p_value)[j]), at=j,
+                         test=f"paired patient bootstrap of the summary figure {path} (from the records)",
+                         summary_key=path))
+    for run, key in ((a, "estimate_a"), (b, "estimate_b")):
+        for r in rows:
+            saved = saved_value(run.summary, r.get("summary_key", "")) if run.whole else None
+            if saved is not None and math.isfinite(r[key]) and abs(saved - r[key]) > 2e-6:
+                run.notes.append(f"run {run.name}'s {r['summary_key']} recomputed from samples.parquet is "
+                                 f"{r[key]:.6f} but its summary.json says {saved}; the run directory is inconsistent")
+    return rows
+
+
 def _check_summaries(rows: list[dict[str, Any]], a: _Run, b: _Run, tol: float = 2e-6) -> None:
     """What compare computed for a run must be what the run's own summary says (when all of the
     run's rows were compared): a mismatch means compare read other labels or values than the run
@@ -463,6 +533,7 @@ def compare_runs(
     shared, lonely = _per_sample_metrics(a, b)
     for metric in shared:
         rows += _per_sample_rows(a, b, merged, metric, n_resamples=n_resamples, seed=seed)
+    rows += _figure_rows(a, b, merged, n_resamples=n_resamples, seed=seed)
     try:  # a stale summary (run directory edited after the run): said, not hidden
         _check_summaries(rows, a, b)
     except ValueError as exc:
@@ -472,6 +543,11 @@ def compare_runs(
     for m, entry in a.summary.get("metrics", {}).items():
         if entry.get("kind") == "dataset" and m not in done:
             notes.append(f"{m}: a dataset-level metric compare does not recompute from samples.parquet, not compared")
+    notes += [f"{block}: {what}" for block, what in _SUMMARY_FIGURES.items() if block in a.summary]
+    scoring = _scoring_differences(run_a, run_b)
+    if scoring:
+        notes.append(f"the runs were scored differently ({'; '.join(scoring[:4])}): each difference also measures "
+                     "the scoring")
     if labels["differ"]:
         notes.append(f"labels differ in {labels['differ']} of {labels['rows']} rows: each run scored against its own "
                      "(--allow-label-mismatch)")
@@ -524,11 +600,13 @@ def _print(rows: Comparison, holm: bool) -> None:
     checked = ", ".join(lab["checked"]) or "none stored"
     state = "identical" if not lab["differ"] else f"DIFFER in {lab['differ']}"
     print(f"labels ({checked}): {state} over {lab['rows']} rows")
-    head = f"{'metric':<18}{'class':<16}{'A':>9}{'B':>9}{'A-B':>9}{'95% CI':>22}{'p':>10}"
+    width = max([18, *(len(r["metric"]) + 2 for r in rows)])  # summary figures have long names
+    head = f"{'metric':<{width}}{'class':<16}{'A':>9}{'B':>9}{'A-B':>9}{'95% CI':>22}{'p':>10}"
     print(head + ("  p_holm" if holm else "") + "  test")
     for r in rows:
         ci = f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
-        line = (f"{r['metric']:<18}{str(r['class']):<16}{r['estimate_a']:>9.4f}{r['estimate_b']:>9.4f}"
+        cname = "" if r["class"] is None else str(r["class"])
+        line = (f"{r['metric']:<{width}}{cname:<16}{r['estimate_a']:>9.4f}{r['estimate_b']:>9.4f}"
                 f"{r['difference']:>9.4f}{ci:>22}{r['p_value']:>10.4g}")
         print(line + (f"  {r['p_holm']:.4g}" if holm else "") + f"  {r['test']}")
     for note in rows.notes:

@@ -308,11 +308,12 @@ def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
 
 
 def _with_seed_stats(row: dict[str, Any], combined: Mapping[str, Any]) -> dict[str, Any]:
-    """A verdict row of the mean over seeds with its ``sd``, half-widths and ``per_seed``."""
+    """A verdict row of the mean over seeds with its ``sd``, half-widths, ``ci_clipped`` and
+    ``per_seed``."""
     m = combined["metrics"].get(row["metric"], {})
     e = m.get("mean") if row["class"] in ("mean", "macro") else m.get("per_class", {}).get(row["class"])
     if isinstance(e, Mapping):
-        row.update({k: e[k] for k in ("sd", "h_seed", "h_test", "per_seed")})
+        row.update({k: e[k] for k in ("sd", "h_seed", "h_test", "ci_clipped", "per_seed") if k in e})
     return row
 
 

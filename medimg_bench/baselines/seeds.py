@@ -17,6 +17,11 @@ differ only in their seed, with values ``v_1..v_k`` and per-run 95 % bootstrap i
   sources are independent (training randomness, test-set sampling), so their half-widths add
   in quadrature.
 
+The interval is clipped to the metric's range where its summary records one (AUROC, accuracy:
+[0, 1]; ``ci_clipped`` says so): with few seeds the t quantile is large (12.7 for two seeds) and
+the raw interval can pass the metric's bounds. No published value lies outside them, so
+clipping never changes a verdict.
+
 ``reproduced`` when the published value lies in that interval (``rule: ci``), or within the
 card's tolerance of the mean (``rule: abs_tol``).
 """
@@ -62,13 +67,23 @@ def _entry(e: Any) -> tuple[float, float, float] | None:
     return float(v), float(lo), float(hi)
 
 
-def _combine_entry(entries: Sequence[Any], seeds: Sequence[int]) -> dict[str, Any] | None:
+def _clip(low: float, high: float, bounds: Sequence[float | None] | None) -> tuple[float, float, bool]:
+    """``low``/``high`` within ``bounds`` (None or a None side: unbounded) and whether either moved."""
+    lo_b, hi_b = (list(bounds) + [None, None])[:2] if bounds is not None else (None, None)
+    new_lo = low if lo_b is None or low >= lo_b else float(lo_b)
+    new_hi = high if hi_b is None or high <= hi_b else float(hi_b)
+    return new_lo, new_hi, (new_lo, new_hi) != (low, high)
+
+
+def _combine_entry(entries: Sequence[Any], seeds: Sequence[int],
+                   bounds: Sequence[float | None] | None = None) -> dict[str, Any] | None:
     got = [_entry(e) for e in entries]
     if any(g is None for g in got):
         return None
     vals, lows, highs = (list(x) for x in zip(*got))
     iv = seed_interval(vals, lows, highs)
-    return {"value": iv["mean"], "ci_low": iv["ci_low"], "ci_high": iv["ci_high"], "sd": iv["sd"],
+    low, high, clipped = _clip(iv["ci_low"], iv["ci_high"], bounds)
+    return {"value": iv["mean"], "ci_low": low, "ci_high": high, "ci_clipped": clipped, "sd": iv["sd"],
             "h_seed": iv["h_seed"], "h_test": [iv["h_test_low"], iv["h_test_high"]],
             "per_seed": [{"seed": s, "value": v, "ci_low": lo, "ci_high": hi}
                          for s, v, lo, hi in zip(seeds, vals, lows, highs)]}
@@ -76,21 +91,25 @@ def _combine_entry(entries: Sequence[Any], seeds: Sequence[int]) -> dict[str, An
 
 def combine_seeds(summaries: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
     """A ``summary.json``-shaped dict whose every metric value (macro ``mean`` and ``per_class``)
-    is the mean over the seeds' summaries with the combined interval, plus ``sd``, ``h_seed``,
-    ``h_test`` and ``per_seed``. Entries missing from any seed are left out."""
+    is the mean over the seeds' summaries with the combined interval (clipped to the metric's
+    recorded ``range``), plus ``sd``, ``h_seed``, ``h_test``, ``ci_clipped`` and ``per_seed``.
+    Entries missing from any seed are left out."""
     if len(summaries) != len(seeds) or not summaries:
         raise ValueError(f"combine_seeds: {len(summaries)} summaries for {len(seeds)} seeds")
     out: dict[str, Any] = {"metrics": {}, "seeds": list(seeds)}
     names = set.intersection(*(set(s.get("metrics", {})) for s in summaries))
     for name in sorted(names):
         ms = [s["metrics"][name] for s in summaries]
-        entry: dict[str, Any] = {"per_class": {}}
-        mean = _combine_entry([m.get("mean") for m in ms], seeds)
+        bounds = ms[0].get("range")
+        entry: dict[str, Any] = {"per_class": {}, "range": bounds}
+        mean = _combine_entry([m.get("mean") for m in ms], seeds, bounds)
         if mean is not None:
             entry["mean"] = mean
         classes = set.intersection(*(set(m.get("per_class") or {}) for m in ms))
         for cls in sorted(classes):
-            c = _combine_entry([m["per_class"][cls] for m in ms], seeds)
+            pc = ms[0]["per_class"][cls]
+            c = _combine_entry([m["per_class"][cls] for m in ms], seeds,
+                               pc.get("range", bounds) if isinstance(pc, Mapping) else bounds)
             if c is not None:
                 entry["per_class"][cls] = c
         out["metrics"][name] = entry

@@ -1,4 +1,4 @@
-"""Helpers shared by the generative tasks (vqa, report_generation)."""
+"""Helpers shared by the generative tasks (vqa, report_generation, moaks_vqa, cxreasonbench_reasoning)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["sample_images", "as_uint8", "generation_settings"]
+__all__ = ["sample_images", "as_uint8", "generation_settings", "own_metric_spec"]
 
 
 def as_uint8(image: Any) -> Any:
@@ -47,3 +47,11 @@ def generation_settings(task: str, model: Any, max_new_tokens: int | None) -> An
     if max_new_tokens is not None:
         settings = dataclasses.replace(settings, max_new_tokens=int(max_new_tokens))
     return settings
+
+
+def own_metric_spec(spec: Any, metric: str) -> Any:
+    """``spec`` when it names ``metric`` (as an entry's key or its ``metric:``), else None, so that
+    the task's default metrics apply: the root config's default (classification) metrics do not."""
+    if spec and not any(n == metric or (o or {}).get("metric") == metric for n, o in dict(spec).items()):
+        return None
+    return spec

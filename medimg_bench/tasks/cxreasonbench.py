@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import as_uint8, generation_settings, sample_images
+from medimg_bench.tasks._generative import (
+    as_uint8,
+    generation_settings,
+    own_metric_spec,
+    sample_images,
+)
 from medimg_bench.tasks.base import Task
 
 __all__ = ["CXReasonBenchReasoningTask", "DEFAULT_SYSTEM", "PATH1_HEADER", "GUIDANCE_HEADER"]
@@ -184,9 +189,7 @@ class CXReasonBenchReasoningTask(Task):
         self.system, self.max_new_tokens, self.guidance = system, max_new_tokens, bool(guidance)
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
-        if spec and not any(n == self.name or (o or {}).get("metric") == self.name for n, o in dict(spec).items()):
-            spec = None  # the root config's default metrics do not apply
-        return super().build_metrics(spec, None)
+        return super().build_metrics(own_metric_spec(spec, self.name), None)
 
     def key_files(self) -> dict[str, Any]:
         """``{"judge_prompt_dir/<stage kind>.txt": path}`` for every stage kind when a prompt folder
@@ -323,10 +326,18 @@ class CXReasonBenchReasoningTask(Task):
             tasks.append(case.task)
         return rows, tasks
 
+    @staticmethod
+    def _references(case: _Case) -> str:
+        """Every stage's reference answer (asked or not), as JSON: what the case is judged against,
+        the same in two runs on the same release whatever their conversations reached."""
+        return json.dumps({key: (stage.get("content") or {}).get("answer") for key, stage in case.stages.items()},
+                          sort_keys=True)
+
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
         rows = []
         for case in outputs["cases"]:
             row: dict[str, Any] = {"id": case.sid, "diagnostic_task": case.task, "n_turns": len(case.turns),
+                                   "reference": self._references(case),
                                    "last_stage": case.turns[-1]["stage"] if case.turns else None,
                                    "guidance": bool(case.guidance), "turns": json.dumps(case.turns),
                                    "scores": json.dumps({**case.scoring, **case.guidance}),

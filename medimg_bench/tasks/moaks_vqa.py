@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from medimg_bench.registry import register_task
-from medimg_bench.tasks._generative import generation_settings
+from medimg_bench.tasks._generative import generation_settings, own_metric_spec
 from medimg_bench.tasks.base import Task
 
 __all__ = ["MOAKSTask", "REASONKNEE_SYSTEM"]
@@ -55,9 +55,7 @@ class MOAKSTask(Task):
         return out
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
-        if spec and not any(n == "moaks" or (o or {}).get("metric") == "moaks" for n, o in dict(spec).items()):
-            spec = None  # the root config's default classification metrics do not apply
-        return super().build_metrics(spec, classes)
+        return super().build_metrics(own_metric_spec(spec, "moaks"), classes)
 
     def _images(self, batch: dict[str, Any], i: int) -> tuple[list[Any], dict[str, Any] | None]:
         from medimg_bench.tasks._generative import sample_images
@@ -118,6 +116,9 @@ class MOAKSTask(Task):
         return scored, counts
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        """The reply, its parse and graded items, the reference; the numbers (``grade_accuracy``,
+        ``parse_failed`` ...) are the ``moaks`` metric's columns, which the run table adds: a
+        record column of the same name would split both into ``_x``/``_y`` copies."""
         rows = []
         sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
@@ -125,10 +126,8 @@ class MOAKSTask(Task):
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question_id": meta.get("question_id"), "finding": meta.get("finding"),
                    "response": resp.text, "prompt": resp.prompt, "cached": bool(resp.cached),
-                   "parse_rule": self.parse, "parse_failed": s["parse_failed"], "parse_error": s["parse_error"],
-                   "grades": json.dumps(s["items"], default=str), "complete": s["complete"],
-                   "reference": batch["answer"][i], "grade_accuracy": s.get("grade_accuracy"),
-                   "exact_match": s.get("exact_match"), "box_iou": s.get("box_iou")}
+                   "parse_rule": self.parse, "parse_error": s["parse_error"],
+                   "grades": json.dumps(s["items"], default=str), "reference": batch["answer"][i]}
             if "correct" in s:
                 row["correct_items"] = json.dumps(s["correct"])
             if sampled[i]:

@@ -256,6 +256,142 @@ def reconstruction_relabel(ds: Any) -> Any:
     return _relabelled(ds, swap)
 
 
+# -- generative tasks: a scripted model (and judge) in process ------------------------------------------
+def _scripted(reply: Callable[[Any], str | None], tag: str, backend: str = "compare_scripted") -> Any:
+    """A :class:`~medimg_bench.models.vlm.base.GenerativeAdapter` answering ``reply(request)``;
+    None fails that request (a dropped sample fails at ``[predict]``)."""
+    from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
+
+    class Scripted(GenerativeAdapter):
+        def identity(self) -> dict[str, Any]:
+            return {"script": tag}
+
+        def _generate(self, requests: list[Any]) -> list[Any]:
+            texts = [reply(r) for r in requests]
+            return [GenerationResponse(error="no reply scripted") if t is None else GenerationResponse(text=t, prompt=r.user)
+                    for r, t in zip(requests, texts)]
+
+    Scripted.backend = backend
+    return Scripted(name=tag)
+
+
+def _draw(seed: int, *key: str) -> float:
+    """A uniform draw fixed by ``seed`` and ``key`` (not by the order the engine asks in)."""
+    import zlib
+
+    return float(np.random.default_rng([seed, zlib.crc32("/".join(key).encode())]).random())
+
+
+# -- 3DReasonKnee (moaks_vqa) ----------------------------------------------------------------------------
+KNEE_PATIENTS = ("9000099", "9000296", "9000622", "9000798")
+KNEE_ITEMS = {"1": ("Size of BML (including cyst)", "Number of BML within subregion", 3),
+              "60": ("Complete Tear", "ACL Repair", 1)}
+
+
+def _knee_reference(qid: str, a: int, b: int) -> dict[str, Any]:
+    first, second, _ = KNEE_ITEMS[qid]
+    return {"MOAKS_scores": {"patella medial BML": {first: a, second: b}}} if qid == "1" else {
+        "ACL": {first: a, second: b}}
+
+
+def moaks_dataset(root: Path) -> Any:
+    """The SFT layout (references in ``final_diagnosis``): four volumes × the two questions of
+    tests/datasets/vqa/test_reasonknee.py, reference grades drawn once."""
+    from tests.datasets.vqa.test_reasonknee import QUESTIONS, _volume
+
+    data = root / "knee"
+    if not (data / "data" / "generate_data" / "test_balanced.json").exists():
+        (data / "volumes").mkdir(parents=True, exist_ok=True)
+        items = []
+        for k, pid in enumerate(KNEE_PATIENTS):
+            _volume(data / "volumes" / f"{pid}.nii.gz", shape=(6, 8, 6), seed=k)
+            for qid, (_, _, top) in KNEE_ITEMS.items():
+                a, b = (int(_draw(7, pid, qid, j) * (top + 1)) for j in "ab")
+                items.append({"image": f"volumes/{pid}.nii.gz", "prompt": QUESTIONS[qid], "answer": "...",
+                              "final_diagnosis": json.dumps(_knee_reference(qid, a, b))})
+        (data / "data" / "generate_data").mkdir(parents=True)
+        (data / "data" / "generate_data" / "test_balanced.json").write_text(json.dumps(items))
+    return mb.create_dataset("3dreasonknee", root=data, layout="sft")
+
+
+def moaks_run(root: Path, name: str, ds: Any, *, quality: float = 1.0, seed: int = 0,
+              drop: tuple[str, ...] = ()) -> Path:
+    """JSON replies: each reference grade kept with probability ``quality`` (else the next one);
+    a share ``(1 − quality) / 2`` of the replies are prose (parse failures)."""
+    replies: dict[str, str] = {}
+    for sid, q, ans in zip(ds.ids, ds.manifest["question"], ds.manifest["answer"]):
+        qid = next(k for k in KNEE_ITEMS if KNEE_ITEMS[k][0] in q)
+        top = KNEE_ITEMS[qid][2]
+        ref = json.loads(ans)
+        grades = [v for inner in ref.values() for v in inner.values()] if qid == "60" else list(
+            ref["MOAKS_scores"]["patella medial BML"].values())
+        got = [g if _draw(seed, sid, str(j)) < quality else (g + 1) % (top + 1) for j, g in enumerate(grades)]
+        prose = _draw(seed, sid, "prose") < (1 - quality) / 2
+        replies[sid] = "The knee looks fine." if prose else "```json\n" + json.dumps(_knee_reference(qid, *got)) + "\n```"
+    model = _scripted(lambda r: None if r.sample_id in drop else replies[r.sample_id], f"{name}-{quality}-{seed}")
+    return _evaluate(model, ds, mb.create_task("moaks_vqa", volume_sampling="reasonknee3d_video"), root / name)
+
+
+def moaks_relabel(ds: Any) -> Any:
+    def regrade(m: pd.DataFrame) -> pd.DataFrame:  # the first question's second grade moves by one
+        ref = json.loads(m.loc[m.index[0], "answer"])
+        inner = ref["MOAKS_scores"]["patella medial BML"]
+        key = list(inner)[1]
+        inner[key] = (inner[key] + 1) % 4
+        m.loc[m.index[0], "answer"] = json.dumps(ref)
+        return m
+
+    return _relabelled(ds, regrade)
+
+
+# -- CXReasonBench (cxreasonbench_reasoning) -------------------------------------------------------------
+def cxreasonbench_dataset(root: Path) -> Any:
+    """tests/datasets/vqa/cxreasonbench_fixture.py's release (5 cases, 2 diagnostic tasks), with stages."""
+    from tests.datasets.vqa.cxreasonbench_fixture import write_release
+
+    data = root / "cxr"
+    release, mimic = data / "CXReasonBench", data / "mimic" / "files"
+    if not (release / "dx_by_dicoms.json").exists():
+        write_release(data)
+    return mb.create_dataset("cxreasonbench", root=release, mimic_root=mimic, stages=True)
+
+
+def _cxr_judge(request: Any) -> str:
+    """The stage judge's verdict on Answer 2 (the model's reply): IDK → IDK, WRONG → False, else True."""
+    reply = request.user.split("Answer 2: ")[1]
+    return "IDK" if "IDK" in reply else "False" if "WRONG" in reply else "True"
+
+
+def cxreasonbench_run(root: Path, name: str, ds: Any, *, quality: float = 1.0, seed: int = 0,
+                      drop: tuple[str, ...] = ()) -> Path:
+    """Conversations: each turn answered right with probability ``quality``, else wrong (a share
+    of the initial answers IDK, which sends the case to guidance); the judge reads the reply."""
+    def reply(request: Any) -> str | None:
+        sid, stage = request.sample_id.split("#")
+        if sid in drop:
+            return None
+        u = _draw(seed, sid, stage)
+        if u < quality:
+            return "FINAL ANSWER: (a) Yes. VALUE: 0.55"
+        return "FINAL ANSWER: (c) IDK" if stage == "init" and u > (1 + quality) / 2 else "FINAL ANSWER: (b) WRONG"
+
+    from medimg_bench.tasks.cxreasonbench import CXReasonBenchReasoningTask
+
+    judge = _scripted(_cxr_judge, "cxr-judge", backend="compare_scripted_judge")
+    return _evaluate(_scripted(reply, f"{name}-{quality}-{seed}"), ds, CXReasonBenchReasoningTask(judge=judge),
+                     root / name)
+
+
+def cxreasonbench_relabel(ds: Any) -> Any:
+    def change(m: pd.DataFrame) -> pd.DataFrame:  # the first case's final decision has the other answer
+        stages = json.loads(m.loc[m.index[0], "stages"])
+        stages["path1/stage4"]["content"]["answer"] = "(b) No"
+        m.loc[m.index[0], "stages"] = json.dumps(stages, sort_keys=True)
+        return m
+
+    return _relabelled(ds, change)
+
+
 #: task → (dataset builder, run builder, relabel): every registered task must have an entry
 TASKS = {
     "classification": (classification_dataset, classification_run, classification_relabel),
@@ -264,6 +400,8 @@ TASKS = {
     "report_generation": (report_dataset, report_run, report_relabel),
     "phase_recognition": (phase_dataset, phase_run, phase_relabel),
     "reconstruction": (reconstruction_dataset, reconstruction_run, reconstruction_relabel),
+    "moaks_vqa": (moaks_dataset, moaks_run, moaks_relabel),
+    "cxreasonbench_reasoning": (cxreasonbench_dataset, cxreasonbench_run, cxreasonbench_relabel),
 }
 
 

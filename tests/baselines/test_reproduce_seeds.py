@@ -69,6 +69,28 @@ def test_combine_seeds_means_every_entry_and_keeps_each_seed():
     assert set(comb["metrics"]["auroc"]["per_class"]) == {"a", "b"}
 
 
+def test_combine_seeds_clips_the_interval_to_the_recorded_range_and_says_so():
+    def summ(v, rng):
+        e = {"value": v, "ci_low": v - 0.05, "ci_high": v + 0.05}
+        return {"metrics": {"acc": {"range": rng, "mean": e, "per_class": {"a": dict(e)}},
+                            "dist": {"range": [0.0, None], "mean": dict(e)}}}
+
+    # two seeds far apart: t(0.975, 1) = 12.7 makes the raw interval run past [0, 1]
+    comb = combine_seeds([summ(0.80, [0.0, 1.0]), summ(0.90, [0.0, 1.0])], [0, 1])
+    raw = seed_interval([0.80, 0.90], [0.75, 0.85], [0.85, 0.95])
+    assert raw["ci_high"] > 1.0 and raw["ci_low"] < 0.5
+    m = comb["metrics"]["acc"]["mean"]
+    assert m["ci_high"] == 1.0 and m["ci_low"] == pytest.approx(raw["ci_low"]) and m["ci_clipped"] is True
+    assert comb["metrics"]["acc"]["per_class"]["a"]["ci_high"] == 1.0
+    d = comb["metrics"]["dist"]["mean"]  # bounded below only: the upper side stays as computed
+    assert d["ci_high"] == pytest.approx(raw["ci_high"]) and d["ci_low"] == pytest.approx(raw["ci_low"])
+    assert d["ci_clipped"] is False
+    # no range recorded (older summaries): nothing clipped
+    e = {"value": 0.9, "ci_low": 0.85, "ci_high": 0.95}
+    old = combine_seeds([{"metrics": {"acc": {"mean": dict(e, value=0.8)}}}, {"metrics": {"acc": {"mean": e}}}], [0, 1])
+    assert old["metrics"]["acc"]["mean"]["ci_high"] > 1.0 and old["metrics"]["acc"]["mean"]["ci_clipped"] is False
+
+
 @pytest.fixture(scope="module")
 def seeded(npz_root, tmp_path_factory):
     run = tmp_path_factory.mktemp("seeds") / "r"
@@ -90,7 +112,8 @@ def test_seeds_run_once_each_and_judge_the_mean(seeded):
     assert row["measured"] == pytest.approx(sum(p["value"] for p in per) / 2)
     assert row["sd"] == pytest.approx(statistics.stdev([p["value"] for p in per]))
     iv = seed_interval([p["value"] for p in per], [p["ci_low"] for p in per], [p["ci_high"] for p in per])
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx((iv["ci_low"], iv["ci_high"]))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((max(iv["ci_low"], 0.0), min(iv["ci_high"], 1.0)))
+    assert row["ci_clipped"] == (iv["ci_low"] < 0.0 or iv["ci_high"] > 1.0)
     assert row["verdict"] == "reproduced" and out["reproduced"] is True
     saved = json.loads((run / "reproduce.json").read_text())
     assert saved["seeds"] == [0, 1] and len(saved["runs"]) == 2 and saved["departures"] == []

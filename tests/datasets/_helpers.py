@@ -53,3 +53,21 @@ def family_tests(
         check_configs_match_factories(module, names)
 
     return create, test_registered, test_configs_match_factories
+
+
+def vqa_sample(dataset: Any, index: int = 0) -> dict[str, Any]:
+    """Sample ``index`` of ``dataset``, checked against the VQA sample schema."""
+    from medimg_bench.sample import validate_sample
+
+    sample = dataset[index]
+    validate_sample(sample, task="vqa")
+    return sample
+
+
+def edit_json_item(path: Path, index: int, **fields: Any) -> None:
+    """Set ``fields`` on item ``index`` of the JSON list in ``path`` (to make a bad row)."""
+    import json
+
+    items = json.loads(path.read_text())
+    items[index].update(fields)
+    path.write_text(json.dumps(items))

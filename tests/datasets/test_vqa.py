@@ -15,8 +15,8 @@ from PIL import Image
 
 from medimg_bench.datasets import vqa as _module
 from medimg_bench.datasets.vqa import decode_image
-from medimg_bench.sample import SampleError, collate, validate_sample
-from tests.datasets._helpers import family_tests
+from medimg_bench.sample import SampleError, collate
+from tests.datasets._helpers import edit_json_item, family_tests, vqa_sample
 
 _NAMES = ["vqa_rad", "slake", "pathvqa", "pmc_vqa", "omnimedvqa", "gmai_mmbench", "medxpertqa_mm", "medframeqa"]
 
@@ -74,8 +74,7 @@ def test_vqa_rad(tmp_path):
     _vqa_rad(tmp_path)
     ds = create("vqa_rad", tmp_path)
     assert ds.ids == ["2", "3"]
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["question"] == "How many lesions are there?" and s["answer"] == "2"
     assert s["answer_type"] == "open" and s["options"] is None
     assert s["meta"]["answer_type_original"] == "OPEN" and s["meta"]["phrase_type"] == "test_freeform"
@@ -95,9 +94,7 @@ def test_vqa_rad(tmp_path):
 
 def test_vqa_rad_bad_row(tmp_path, caplog):
     _vqa_rad(tmp_path)
-    items = json.loads((tmp_path / "VQA_RAD Dataset Public.json").read_text())
-    items[1]["answer_type"] = "MAYBE"
-    (tmp_path / "VQA_RAD Dataset Public.json").write_text(json.dumps(items))
+    edit_json_item(tmp_path / "VQA_RAD Dataset Public.json", 1, answer_type="MAYBE")
     with pytest.raises(ValueError, match=r"VQA_RAD Dataset Public.json' row 1 \(qid 2\).*MAYBE"):
         create("vqa_rad", tmp_path)
     with caplog.at_level(logging.WARNING):
@@ -121,8 +118,7 @@ def test_slake(tmp_path):
     _write_img(tmp_path / "imgs" / "xmlab5" / "source.jpg", 90)
     ds = create("slake", tmp_path)
     assert ds.ids == ["11934", "11936"]
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     # SLAKE's CLOSED is kept even though the answer is not yes/no
     assert s["answer"] == "CT" and s["answer_type"] == "closed"
     assert s["meta"]["modality"] == "CT" and s["meta"]["patient_id"] == "xmlab102"
@@ -157,8 +153,7 @@ def test_pathvqa_parquet_and_csv(tmp_path):
     ds = create("pathvqa", tmp_path)
     assert ds.ids == ["test_000000", "test_000001", "test_000002"]
     assert [ds[i]["answer_type"] for i in range(3)] == ["open", "closed", "open"]
-    s = ds[2]  # second row group
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds, 2)  # second row group
     assert s["answer"] == "necrosis"
     assert float(s["image"].mean()) == pytest.approx(30 / 255, abs=0.02)
     assert float(ds[0]["image"].mean()) == pytest.approx(10 / 255, abs=0.02)
@@ -180,8 +175,7 @@ def test_pmc_vqa(tmp_path):
     _write_img(tmp_path / "images" / "PMC8253867_Fig1_41.jpg", 40)
     _write_img(tmp_path / "images" / "PMC8253868_Fig2_3.jpg", 80)
     ds = create("pmc_vqa", tmp_path)
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["options"] == ["MRI", "CT scan", "PET", "US"]
     assert s["answer"] == "B" and s["answer_type"] == "mcq" and s["meta"]["answer_text"] == "CT scan"
     assert s["meta"]["patient_id"] == "PMC8253867_Fig1_41.jpg"
@@ -210,8 +204,7 @@ def test_omnimedvqa(tmp_path):
     _write_img(tmp_path / "Images" / "ACRIMA" / "Im002.png", 20)
     ds = create("omnimedvqa", tmp_path)
     assert ds.ids == ["ACRIMA_0000", "ACRIMA_0001"]
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["options"] == ["Normal", "Glaucoma"] and s["answer"] == "B"
     assert s["meta"]["modality"] == "Fundus Photography" and s["meta"]["source_dataset"] == "ACRIMA"
     assert ds[1]["answer"] == "C" and ds[1]["meta"]["answer_text"] == "fundus photography"
@@ -239,8 +232,7 @@ def test_gmai_mmbench(tmp_path, caplog):
     ]
     _gmai_tsv(tmp_path / "GMAI-MMBench_VAL.tsv", val)
     ds = create("gmai_mmbench", tmp_path)
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["options"] == ["CT", "MRI", "X-ray"] and s["answer"] == "B" and s["answer_type"] == "mcq"
     assert s["meta"]["modality"] == "MR" and s["meta"]["category"] == "Modality"
     assert s["meta"]["clinical vqa task"] == "Modality Recognition"
@@ -284,8 +276,7 @@ def test_medxpertqa_mm(tmp_path):
     _write_img(tmp_path / "images" / "MM-0-a.jpeg", 50)
     _write_img(tmp_path / "images" / "MM-0-b.jpeg", 150, "L")
     ds = create("medxpertqa_mm", tmp_path)
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["id"] == "MM-0" and s["answer"] == "C" and s["meta"]["answer_text"] == "Effusion"
     assert s["question"] == "A 45-year-old man presents with chest pain. What is the diagnosis?"
     assert s["meta"]["question_original"].endswith("(E) Edema")
@@ -320,8 +311,7 @@ def test_medframeqa(tmp_path):
     )
     ds = create("medframeqa", tmp_path)
     assert ds.ids == ["q0", "q1", "q2"]
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["options"] == ["Growth", "Shrinkage", "None", "Both"] and s["answer"] == "B"
     assert len(s["image"]) == 2 and float(s["image"][1].mean()) == pytest.approx(20 / 255)
     s = ds[2]  # second row group
@@ -330,16 +320,22 @@ def test_medframeqa(tmp_path):
     assert ds[0]["meta"]["patient_id"] == ds[2]["meta"]["patient_id"] == "vidA"
 
 
+def _miccai19_layout(folder: Path, *, test: list[dict], train: list[dict]) -> None:
+    """The MICCAI19-MedVQA layout: ``testset.json``, ``trainset.json``, each item's image in ``images/``."""
+    folder.mkdir(parents=True)
+    (folder / "testset.json").write_text(json.dumps(test))
+    (folder / "trainset.json").write_text(json.dumps(train))
+    for image in sorted({item["image_name"] for item in test + train}):
+        _write_img(folder / "images" / image, 120, "L")
+
+
 def test_vqa_rad_miccai19_layout_chosen_automatically(tmp_path):
     rad = tmp_path / "data_RAD"
-    (rad / "images").mkdir(parents=True)
     item = {"qid": "0", "image_name": "synpic1.jpg", "image_organ": "CHEST", "answer": "Yes",
             "answer_type": "CLOSED", "question_type": "PRES", "question": "Is there a mass?",
             "phrase_type": "freeform"}
-    (rad / "testset.json").write_text(json.dumps([item, {**item, "qid": "1", "answer": "two",
-                                                          "answer_type": "OPEN", "question": "How many?"}]))
-    (rad / "trainset.json").write_text(json.dumps([{**item, "qid": "9"}]))
-    _write_img(rad / "images" / "synpic1.jpg", 120, "L")
+    second = {**item, "qid": "1", "answer": "two", "answer_type": "OPEN", "question": "How many?"}
+    _miccai19_layout(rad, test=[item, second], train=[{**item, "qid": "9"}])
     test = create("vqa_rad", tmp_path, split="test")
     assert test.ids == ["0", "1"] and [test[i]["answer_type"] for i in range(2)] == ["closed", "open"]
     assert test[0]["meta"]["question_type"] == "PRES" and test[0]["meta"]["organ"] == "CHEST"
@@ -349,14 +345,10 @@ def test_vqa_rad_miccai19_layout_chosen_automatically(tmp_path):
 
 def test_slake_miccai19_layout_chosen_automatically(tmp_path):
     sl = tmp_path / "data_SLAKE"
-    (sl / "images").mkdir(parents=True)
     item = {"qid": "5", "image_name": "xmlab1.jpg", "image_organ": "LUNG", "answer": "Left Lung",
             "answer_type": "OPEN", "question_type": "Position", "question": "Where is the mass?",
             "phrase_type": "freeform"}
-    (sl / "testset.json").write_text(json.dumps([item]))
-    (sl / "trainset.json").write_text(json.dumps([{**item, "qid": "6", "answer_type": "CLOSED",
-                                                   "answer": "Yes"}]))
-    _write_img(sl / "images" / "xmlab1.jpg", 120, "L")
+    _miccai19_layout(sl, test=[item], train=[{**item, "qid": "6", "answer_type": "CLOSED", "answer": "Yes"}])
     test = create("slake", tmp_path, split="test")
     assert test.ids == ["5"] and test[0]["answer_type"] == "open"
     assert test[0]["meta"]["question_type"] == "Position"

@@ -11,8 +11,7 @@ import pytest
 from PIL import Image
 
 from medimg_bench.datasets import vqa as _module
-from medimg_bench.sample import validate_sample
-from tests.datasets._helpers import family_tests
+from tests.datasets._helpers import edit_json_item, family_tests, vqa_sample
 
 _NAMES = ["omnibrainbench", "cxreasonbench"]
 
@@ -49,8 +48,7 @@ def test_omnibrainbench_closed_and_open(tmp_path):
     _omnibrain(tmp_path)
     ds = create("omnibrainbench", tmp_path)
     assert ds.ids == ["0", "1"]
-    s = ds[0]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds)
     assert s["answer"] == "C" and s["answer_type"] == "mcq" and len(s["image"]) == 1
     assert s["meta"]["task_label"] == "Modality Recognition" and s["meta"]["clinical_phase"] == "Imaging Acquisition"
     s = ds[1]
@@ -65,9 +63,7 @@ def test_omnibrainbench_closed_and_open(tmp_path):
 
 def test_omnibrainbench_bad_rows_name_the_file(tmp_path):
     _omnibrain(tmp_path)
-    items = json.loads((tmp_path / "closed-ended-qa_6823.json").read_text())
-    items[1]["answer"] = "Thalamus"
-    (tmp_path / "closed-ended-qa_6823.json").write_text(json.dumps(items))
+    edit_json_item(tmp_path / "closed-ended-qa_6823.json", 1, answer="Thalamus")
     with pytest.raises(ValueError, match=r"closed-ended-qa_6823.json.*1 \(id 1\).*Thalamus"):
         create("omnibrainbench", tmp_path)
     assert create("omnibrainbench", tmp_path, on_error="skip").ids == ["0"]
@@ -97,8 +93,7 @@ def test_cxreasonbench_initial_questions(tmp_path):
     _cxreason(root, mimic)
     ds = create("cxreasonbench", root, mimic_root=mimic)
     assert ds.ids == ["cardiomegaly/d1", "cardiomegaly/d2", "inspiration/d1"]
-    s = ds[1]
-    validate_sample(s, task="vqa")
+    s = vqa_sample(ds, 1)
     assert (s["answer"], s["answer_type"], s["meta"]["diagnostic_task"]) == ("(b) No", "open", "cardiomegaly")
     assert len(s["image"]) == 1 and float(s["image"][0].mean()) == pytest.approx(60 / 255, abs=1e-6)
     assert ds[0]["meta"]["patient_id"] == ds[2]["meta"]["patient_id"] == "d1"

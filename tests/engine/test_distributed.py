@@ -8,21 +8,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from medimg_bench.engine.distributed import ShardSampler
-
-
-class MeanModel:
-    task = "classification"
-    name = "mean"
-
-    def to(self, device):
-        return self
-
-    def eval(self):
-        return self
-
-    def predict(self, batch):
-        m = batch["image"].mean(dim=(1, 2, 3))
-        return {"probs": torch.stack([m, 1 - m, m * m], dim=1)}
+from tests.engine._models import MeanModel
 
 
 def _run(root):

@@ -11,6 +11,7 @@ from medimg_bench.engine.runner import evaluate
 from medimg_bench.metrics.classification import AUROC
 from medimg_bench.models.training import fit
 from medimg_bench.registry import create_model, create_task
+from tests.engine._models import MeanModel
 
 
 class Tensors(ManifestDataset):
@@ -37,21 +38,12 @@ def _tensors(n=8, patients=None, labels=None, classes=("a", "b", "c")):
     return Tensors(man, images, labels, classes=classes, name="tensors")
 
 
-class Mean:
-    task, name = "classification", "mean"
-
+class Mean(MeanModel):
     def __init__(self, nan_for=()):
         self.nan_for = set(nan_for)
 
-    def to(self, device):
-        return self
-
-    def eval(self):
-        return self
-
     def predict(self, batch):
-        m = batch["image"].mean(dim=(1, 2, 3))
-        p = torch.stack([m, 1 - m, m * m], dim=1)
+        p = super().predict(batch)["probs"]
         for i, sid in enumerate(batch["id"]):
             if sid in self.nan_for:
                 p[i] = float("nan")

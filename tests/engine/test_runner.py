@@ -4,30 +4,19 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from sklearn.metrics import roc_auc_score
 
 from medimg_bench.datasets import create
 from medimg_bench.engine.results import Results
 from medimg_bench.engine.runner import evaluate
 from medimg_bench.registry import create_model
+from tests.engine._models import MeanModel
 
 
-class ThresholdModel:
+class ThresholdModel(MeanModel):
     """Scores each finding by the mean intensity: deterministic, no training needed."""
 
-    task = "classification"
     name = "threshold"
-
-    def to(self, device):
-        return self
-
-    def eval(self):
-        return self
-
-    def predict(self, batch):
-        m = batch["image"].mean(dim=(1, 2, 3))
-        return {"probs": torch.stack([m, 1 - m, m * m], dim=1)}
 
 
 class FailOn(ThresholdModel):

@@ -25,22 +25,20 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
+import medimg_bench as mb
 from medimg_bench.baselines.compare import LabelMismatchError, cli_main, compare_runs
+from medimg_bench.baselines.compare_figures import saved_value
 from medimg_bench.registry import TASKS
 from tests.baselines import _compare_runs as R
 
 TASK_NAMES = sorted(R.TASKS)
 N_RESAMPLES = 30
 
-# tasks registered after this suite was written, without a generated case yet
-NO_CASE_YET = {"cxreasonbench_reasoning": "multi-turn judged conversations per case; case not written yet",
-               "moaks_vqa": "per-question grade accuracy / parse failures; case not written yet"}
-
-
 def test_every_task_has_a_case():
-    assert sorted(set(TASKS.list()) - set(NO_CASE_YET)) == TASK_NAMES
+    assert sorted(TASKS.list()) == TASK_NAMES
 
 
 @pytest.fixture(scope="module")
@@ -98,13 +96,18 @@ def test_better(task, built, capsys):
     tested = _tested(rows)
     assert tested
     held = set(json.loads((runs["a"] / "summary.json").read_text())["metrics"])
-    for r in rows:  # the run's own metrics (and compare's accuracy at a threshold), per named class
-        assert r["metric"] in held or r["metric"].startswith("accuracy@"), r
+    for r in rows:  # the run's own metrics (and compare's accuracy at a threshold), per named class,
+        # or a figure of the run's summary recomputed from the records (its path in summary_key)
+        assert r["metric"] in held or r["metric"].startswith("accuracy@") or "summary_key" in r, r
         assert not (isinstance(r["class"], float) and math.isnan(r["class"])), r
     for r in tested:  # each estimate is the run's own summary value (its own labels, all its rows)
         if r.get("n_dropped"):
             continue
         for key, run in (("estimate_a", runs["a"]), ("estimate_b", runs["b"])):
+            if "summary_key" in r:  # the figure as the run's summary holds it
+                assert r[key] == pytest.approx(saved_value(json.loads((run / "summary.json").read_text()),
+                                                           r["summary_key"]), abs=2e-6), (r, key)
+                continue
             if r["metric"] not in json.loads((run / "summary.json").read_text())["metrics"]:
                 continue  # accuracy@threshold: compare's own figure, not in the summary
             saved = _summary_value(run, r["metric"], r["class"])
@@ -173,3 +176,57 @@ def test_other_task(task, built):
     _, other_runs = built(other)
     with pytest.raises(ValueError, match=r"run|task|different"):
         compare_runs(runs["a"], other_runs["a"], n_resamples=N_RESAMPLES)
+
+
+def test_cxreasonbench_references_hold_every_stage(built):
+    """A case is judged against every stage's answer, asked or not: the relabelled final answer of a
+    conversation that stopped before the final stage still refuses the pair."""
+    ds, runs = built("cxreasonbench_reasoning")
+    first = str(ds.ids[0])
+    rows = {r["id"]: r for r in pd.read_parquet(runs["a"] / "samples.parquet").to_dict("records")}
+    assert "final" not in [t["stage"] for t in json.loads(rows[first]["turns"])]
+    assert json.loads(rows[first]["reference"])["path1/stage4"] == "(a) Yes"
+    with pytest.raises(LabelMismatchError, match=rf"{first}/0 reference"):
+        compare_runs(runs["a"], runs["relabelled"], n_resamples=N_RESAMPLES)
+
+
+@pytest.mark.parametrize(("task", "field", "value"), [("moaks_vqa", "parse", "lenient"),
+                                                      ("cxreasonbench_reasoning", "judge", {"judge": {"name": "other"}})])
+def test_generative_notes_say_what_is_not_compared(task, field, value, built, tmp_path):
+    """The task's summary figures are compared (recomputed from the records) or named as not
+    compared, and runs scored another way (parse rule, judge) are compared with a note saying so."""
+    _, runs = built(task)
+    rows = compare_runs(runs["a"], runs["a2"], n_resamples=N_RESAMPLES)
+    figures = {r["summary_key"] for r in rows if "summary_key" in r}
+    if task == "moaks_vqa":
+        assert figures == {"moaks.grade_accuracy_micro"}
+    else:
+        assert "cxreasonbench.path1.printed.Completion_score" in figures and len(figures) == 7
+        assert any(n.startswith("cxreasonbench: ") and "not compared" in n for n in rows.notes)
+    assert not any("scored differently" in n or "inconsistent" in n for n in rows.notes)
+    edited = R.copy_run(runs["a2"], tmp_path / "edited")
+    manifest = json.loads((edited / "manifest.json").read_text())
+    manifest[field] = value
+    (edited / "manifest.json").write_text(json.dumps(manifest))
+    rows = compare_runs(runs["a"], edited, n_resamples=N_RESAMPLES)
+    assert any("scored differently" in n and f"{field}" in n for n in rows.notes), rows.notes
+    assert all(r["difference"] == 0 for r in rows if math.isfinite(r["difference"]))
+
+
+def test_moaks_without_references(tmp_path):
+    """3DReasonKnee's zero-shot layout has no references: parse failures and completeness are
+    compared, no grade figure is, and nothing claims one is missing."""
+    from tests.datasets.vqa.test_reasonknee import _release
+
+    ds = mb.create_dataset("3dreasonknee", root=_release(tmp_path / "knee"))
+    good = '{"MOAKS_scores": {"patella medial BML": {"Size of BML (including cyst)": 1, ' \
+           '"Number of BML within subregion": 0}}, "ACL": {"Complete Tear": 0, "ACL Repair": 0}}'
+    runs = []
+    for name, bad in (("a", ()), ("b", tuple(ds.ids[::2]))):
+        model = R._scripted(lambda r, bad=bad: "no JSON here" if r.sample_id in bad else good, name)
+        runs.append(R._evaluate(model, ds, mb.create_task("moaks_vqa"), tmp_path / name))
+    rows = compare_runs(*runs, n_resamples=N_RESAMPLES)
+    assert {r["metric"] for r in rows} == {"parse_failed", "complete"}
+    failed = next(r for r in rows if r["metric"] == "parse_failed")
+    assert (failed["estimate_a"], failed["estimate_b"]) == (0.0, 0.5) and failed["difference"] == -0.5
+    assert rows.labels["differ"] == 0 and not any("moaks" in n for n in rows.notes), rows.notes

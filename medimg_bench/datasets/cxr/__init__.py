@@ -13,7 +13,8 @@ whose ``view`` is in the list, e.g. ``["PA", "AP"]``), ``transform``, and ``on_m
 ``"skip"`` (drop such rows, logging how many) or ``"lazy"`` (no check; error when read).
 
 
-Modules: ``base`` (the shared loader), one module per dataset (``nih_cxr14``, ``chexpert``,
+Modules: ``base`` (the shared loader), ``_layout`` (what the loaders share in reading their
+layouts, and ``cxr_loader``, which registers them with the shared options), one module per dataset (``nih_cxr14``, ``chexpert``,
 ``mimic_cxr``, ``rsna_pneumonia``, ``siim_pneumothorax``, ``vindr_cxr``, ``image_csv`` = the
 generic ``csv`` loader), ``pixels`` (intensity handling) and ``labels`` (label names and
 harmonisation).

@@ -5,27 +5,23 @@ dataset folder). ``root`` may be that folder or its parent."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
+from medimg_bench.datasets.cxr._layout import (
+    cxr_loader,
+    first_true,
+    optional_column,
+    read_table,
+    split_file,
 )
+from medimg_bench.datasets.cxr.base import CXRDataset, _Options
 from medimg_bench.datasets.cxr.labels import (
     CHEXPERT_PATHOLOGIES,
     apply_uncertainty,
 )
-from medimg_bench.registry import register_dataset
 
 __all__ = ["chexpert"]
 
@@ -44,19 +40,14 @@ def _chexpert_dir(r: Path, name: str) -> Path:
     )
 
 
-@register_dataset("chexpert", tags=("cxr", "classification", "multilabel"))
+@cxr_loader("chexpert", tags=("cxr", "classification", "multilabel"))
 def chexpert(
     root: str | Path,
     split: str = "valid",
     *,
     uncertainty: str = "ignore",
     blank: str = "nan",
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """CheXpert v1.0 (or -small): ``train.csv`` / ``valid.csv`` (``test_labels.csv`` or
     ``test.csv`` for ``split="test"``), images at the CSV ``Path`` (its first folder is the
@@ -66,7 +57,6 @@ def chexpert(
     ``"nan"`` (unlabelled, default) or ``"zero"``. ``view`` is the AP/PA column for frontal
     images and ``LATERAL`` for laterals; ``patient_id`` = ``patientNNNNN`` from the path."""
     name = "chexpert"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     r = dataset_root(root, name)
     d = _chexpert_dir(r, name)
     files = {
@@ -75,11 +65,8 @@ def chexpert(
         "val": ["valid.csv"],
         "test": ["test_labels.csv", "test.csv"],
     }
-    if split not in files:
-        raise ValueError(f"{name}: split must be 'train', 'valid' or 'test', got {split!r}")
-    csv = _first_existing(d, files[split], name, f"{split} CSV")
-    df = _lines(_read_csv(csv, name))
-    _need_columns(df, ["Path", *CHEXPERT_PATHOLOGIES], csv, name)
+    csv = split_file(d, files, split, name=name, what="CSV", shown=("train", "valid", "test"))
+    df = read_table(csv, name, ["Path", *CHEXPERT_PATHOLOGIES])
     labels = apply_uncertainty(
         df[list(CHEXPERT_PATHOLOGIES)],
         uncertainty,
@@ -94,8 +81,8 @@ def chexpert(
     prefix = "" if d == r else str(d.relative_to(r)).replace(os.sep, "/") + "/"
     rel = prefix + inner
     pid = df["Path"].str.extract(r"(patient\d+)", expand=False)
-    if pid.isna().any():
-        i = int(np.flatnonzero(pid.isna().to_numpy())[0])
+    i = first_true(pid.isna())
+    if i is not None:
         raise ValueError(
             f"{name}: {str(csv)!r} line {df['_line'].iloc[i]}: no patientNNNNN in Path {df['Path'].iloc[i]!r}"
         )
@@ -106,12 +93,12 @@ def chexpert(
     )
     man["patient_id"] = pid
     man["study_id"] = study.fillna(pid)
-    fl = df["Frontal/Lateral"] if "Frontal/Lateral" in df else pd.Series(np.nan, index=df.index)
-    appa = df["AP/PA"] if "AP/PA" in df else pd.Series(np.nan, index=df.index)
+    fl = optional_column(df, "Frontal/Lateral")
+    appa = optional_column(df, "AP/PA")
     man["frontal_lateral"] = fl
     man["view"] = appa.where(appa.notna(), fl.map({"Lateral": "LATERAL"}))
-    man["sex"] = df["Sex"] if "Sex" in df else np.nan
-    man["age"] = df["Age"] if "Age" in df else np.nan
+    man["sex"] = optional_column(df, "Sex")
+    man["age"] = optional_column(df, "Age")
     man = pd.concat([man, labels], axis=1)
     man["_line"] = df["_line"]
     return opts.finish(

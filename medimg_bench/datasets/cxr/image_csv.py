@@ -12,7 +12,8 @@ import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.columns import match_class_columns
-from medimg_bench.datasets.cxr.base import CXRDataset, _lines, _need_columns, _options, _read_csv
+from medimg_bench.datasets.cxr._layout import check_choice, first_true, read_table
+from medimg_bench.datasets.cxr.base import CXRDataset, _options
 from medimg_bench.datasets.cxr.labels import apply_uncertainty
 from medimg_bench.registry import register_dataset
 
@@ -60,10 +61,7 @@ def csv_dataset(
     run summary say how many) or ``unlabelled`` keeps them with label NaN for prediction-only use
     (metrics ignore them; per-sample rows keep them). Multi-label blanks follow ``blank``."""
     name = "csv"
-    if on_missing_label not in ("error", "skip", "unlabelled"):
-        raise ValueError(
-            f"{name}: on_missing_label must be 'error', 'skip' or 'unlabelled', got {on_missing_label!r}"
-        )
+    check_choice(name, "on_missing_label", on_missing_label, ("error", "skip", "unlabelled"))
     opts = _options(name, options, normalize, channels, views, on_missing, transform)
     r = dataset_root(root, name)
     path = Path(csv) if Path(csv).is_absolute() else r / csv
@@ -73,8 +71,8 @@ def csv_dataset(
     if not labels:
         raise ValueError(f"{name}: label_columns is empty")
     extra = [c for c in (id_column, patient_column, view_column, split_column) if c]
-    df = _lines(_read_csv(path, name, dtype={c: str for c in [image_column, *extra]}))
-    _need_columns(df, [image_column, *labels, *extra, *meta_columns], path, name)
+    dtype = {c: str for c in [image_column, *extra]}
+    df = read_table(path, name, [image_column, *labels, *extra, *meta_columns], dtype=dtype)
     if split_column:
         df = df[df[split_column].astype(str) == str(split)]
     columns = (image_column, id_column, patient_column, view_column)
@@ -163,9 +161,8 @@ def _single_label(
     if classes is None and unlabelled.any():
         cls = [c for c in cls if c != ""]
         index = {c: i for i, c in enumerate(cls)}
-    bad = ~as_str.isin(list(index)) & ~unlabelled
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
+    i = first_true(~as_str.isin(list(index)) & ~unlabelled)
+    if i is not None:
         raise ValueError(
             f"{name}: {str(path)!r} line {df['_line'].iloc[i]} (image {man['path'].iloc[i]!r}): label "
             f"{as_str.iloc[i]!r} is not one of the classes {cls}"

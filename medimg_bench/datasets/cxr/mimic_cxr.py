@@ -4,27 +4,17 @@ label CSVs (per study), ``-split.csv`` (``train``/``validate``/``test``), images
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
-)
+from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, optional_column, read_table
+from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _Options
 from medimg_bench.datasets.cxr.labels import (
     CHEXPERT_PATHOLOGIES,
     apply_uncertainty,
 )
-from medimg_bench.registry import register_dataset
 
 __all__ = ["mimic_cxr"]
 
@@ -32,7 +22,7 @@ __all__ = ["mimic_cxr"]
 # -- MIMIC-CXR-JPG ---------------------------------------------------------------------------------
 
 
-@register_dataset("mimic_cxr", tags=("cxr", "classification", "multilabel"))
+@cxr_loader("mimic_cxr", tags=("cxr", "classification", "multilabel"))
 def mimic_cxr(
     root: str | Path,
     split: str = "test",
@@ -40,12 +30,7 @@ def mimic_cxr(
     labeler: str = "chexpert",
     uncertainty: str = "ignore",
     blank: str = "nan",
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """MIMIC-CXR-JPG 2.x: ``mimic-cxr-2.0.0-metadata.csv(.gz)``, ``-chexpert``/``-negbio``
     label CSVs (per study), ``-split.csv`` (``train``/``validate``/``test``), images at
@@ -54,9 +39,7 @@ def mimic_cxr(
     ``labeler``: ``chexpert`` | ``negbio``; labels use the CheXpert rules (``uncertainty``,
     ``blank``); studies without a label row are all NaN. ``view`` = ``ViewPosition``."""
     name = "mimic_cxr"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
-    if labeler not in ("chexpert", "negbio"):
-        raise ValueError(f"{name}: labeler must be 'chexpert' or 'negbio', got {labeler!r}")
+    check_choice(name, "labeler", labeler, ("chexpert", "negbio"))
     r = dataset_root(root, name)
     meta_csv = _first_existing(
         r, ("mimic-cxr-*-metadata.csv", "mimic-cxr-*-metadata.csv.gz"), name, "metadata CSV"
@@ -68,16 +51,11 @@ def mimic_cxr(
         r, (f"mimic-cxr-*-{labeler}.csv", f"mimic-cxr-*-{labeler}.csv.gz"), name, f"{labeler} CSV"
     )
     ids = {"dicom_id": str, "subject_id": str, "study_id": str}
-    meta = _lines(_read_csv(meta_csv, name, dtype=ids))
-    _need_columns(meta, ["dicom_id", "subject_id", "study_id"], meta_csv, name)
-    splits = _read_csv(split_csv, name, dtype=ids)
-    _need_columns(splits, ["dicom_id", "split"], split_csv, name)
+    meta = read_table(meta_csv, name, ["dicom_id", "subject_id", "study_id"], dtype=ids)
+    splits = read_table(split_csv, name, ["dicom_id", "split"], dtype=ids)
     aliases = {"val": "validate", "valid": "validate", "validation": "validate"}
     split_name = aliases.get(split, split)
-    if split_name not in ("train", "validate", "test", "all"):
-        raise ValueError(
-            f"{name}: split must be 'train', 'validate', 'test' or 'all', got {split!r}"
-        )
+    check_choice(name, "split", split_name, ("train", "validate", "test", "all"))
     df = meta.merge(splits[["dicom_id", "split"]], on="dicom_id", how="left")
     if split_name != "all":
         df = df[df["split"] == split_name]
@@ -98,14 +76,14 @@ def _with_labels(
 ) -> pd.DataFrame:
     """``df`` with the study's CheXpert-rule labels from ``label_csv`` (NaN where no label row)."""
     name = "mimic_cxr"
-    lab = _read_csv(label_csv, name, dtype={"subject_id": str, "study_id": str})
-    _need_columns(lab, ["subject_id", "study_id", *CHEXPERT_PATHOLOGIES], label_csv, name)
+    ids = {"subject_id": str, "study_id": str}
+    lab = read_table(label_csv, name, ["subject_id", "study_id", *CHEXPERT_PATHOLOGIES], dtype=ids)
     lab[list(CHEXPERT_PATHOLOGIES)] = apply_uncertainty(
         lab[list(CHEXPERT_PATHOLOGIES)],
         uncertainty,
         blank=blank,
         source=str(label_csv),
-        lines=(np.arange(len(lab)) + 2).tolist(),
+        lines=lab["_line"].tolist(),
     )
     return df.merge(
         lab[["subject_id", "study_id", *CHEXPERT_PATHOLOGIES]],
@@ -131,7 +109,7 @@ def _mimic_manifest(df: pd.DataFrame) -> pd.DataFrame:
             + ".jpg",
             "patient_id": sid,
             "study_id": df["study_id"].astype(str),
-            "view": df["ViewPosition"] if "ViewPosition" in df else np.nan,
+            "view": optional_column(df, "ViewPosition"),
             "split": df["split"],
         }
     )

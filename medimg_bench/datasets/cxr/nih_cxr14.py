@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +11,15 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _index_files,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
+from medimg_bench.datasets.cxr._layout import (
+    cxr_loader,
+    first_true,
+    optional_column,
+    read_table,
+    split_file,
 )
-from medimg_bench.datasets.cxr.labels import (
-    NIH_PATHOLOGIES,
-)
-from medimg_bench.registry import register_dataset
+from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
+from medimg_bench.datasets.cxr.labels import NIH_PATHOLOGIES
 
 __all__ = ["nih_cxr14"]
 
@@ -37,17 +32,12 @@ def _nih_age(value: Any) -> float:
     return float(int(digits)) if digits else float("nan")
 
 
-@register_dataset("nih_cxr14", tags=("cxr", "classification", "multilabel"))
+@cxr_loader("nih_cxr14", tags=("cxr", "classification", "multilabel"))
 def nih_cxr14(
     root: str | Path,
     split: str = "test",
     *,
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """NIH ChestX-ray14: ``Data_Entry_2017_v2020.csv`` (or ``Data_Entry_2017.csv``), official
     ``train_val_list.txt`` / ``test_list.txt``, PNGs in any ``images*`` folder under ``root``.
@@ -55,24 +45,20 @@ def nih_cxr14(
     ``split``: ``"test"``, ``"train"`` (= the official train_val list), ``"all"``. Labels: the 14
     findings of :data:`NIH_PATHOLOGIES`, 0/1 ("No Finding" = all 0)."""
     name = "nih_cxr14"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
     r = dataset_root(root, name)
     csv = _first_existing(
         r, ("Data_Entry_2017_v2020.csv", "Data_Entry_2017.csv"), name, "label CSV"
     )
-    df = _lines(_read_csv(csv, name, dtype={"Image Index": str, "Patient ID": str}))
-    _need_columns(df, ["Image Index", "Finding Labels", "Patient ID"], csv, name)
+    ids = {"Image Index": str, "Patient ID": str}
+    df = read_table(csv, name, ["Image Index", "Finding Labels", "Patient ID"], dtype=ids)
     lists = {
         "test": ["test_list.txt"],
         "train": ["train_val_list.txt"],
         "train_val": ["train_val_list.txt"],
     }
     if split != "all":
-        if split not in lists:
-            raise ValueError(
-                f"{name}: split must be 'train', 'train_val', 'test' or 'all', got {split!r}"
-            )
-        list_file = _first_existing(r, lists[split], name, f"{split} list")
+        shown = ("train", "train_val", "test", "all")
+        list_file = split_file(r, lists, split, name=name, what="list", shown=shown)
         wanted = {ln.strip() for ln in list_file.read_text().splitlines() if ln.strip()}
         df = df[df["Image Index"].isin(wanted)]
     dummies = df["Finding Labels"].fillna("").astype(str).str.replace(r"\s*\|\s*", "|", regex=True)
@@ -80,7 +66,7 @@ def nih_cxr14(
     unknown = [c for c in dummies.columns if c not in NIH_PATHOLOGIES and c != "No Finding"]
     if unknown or (dummies.sum(axis=1) == 0).any():
         bad = dummies[unknown].any(axis=1) if unknown else dummies.sum(axis=1) == 0
-        i = int(np.flatnonzero(bad.to_numpy())[0])
+        i = first_true(bad)
         what = f"finding {unknown[0]!r}" if unknown else "an empty 'Finding Labels'"
         raise ValueError(
             f"{name}: {str(csv)!r} line {df['_line'].iloc[i]} (image {df['Image Index'].iloc[i]!r}): "
@@ -94,9 +80,8 @@ def nih_cxr14(
         df["Follow-up #"].astype(str) if "Follow-up #" in df else pd.Series("0", index=df.index)
     )
     man.insert(2, "study_id", man["patient_id"] + "_" + followup)
-    man["view"] = df.get("View Position", pd.Series(np.nan, index=df.index))
-    sex_col = next((c for c in ("Patient Gender", "Patient Sex") if c in df), None)  # 2017 / v2020
-    man["sex"] = df[sex_col] if sex_col else np.nan
+    man["view"] = optional_column(df, "View Position")
+    man["sex"] = optional_column(df, "Patient Gender", "Patient Sex")  # 2017 / v2020
     man["age"] = df["Patient Age"].map(_nih_age) if "Patient Age" in df else np.nan
     man["image_index"] = df["Image Index"]
     man["_line"] = df["_line"]

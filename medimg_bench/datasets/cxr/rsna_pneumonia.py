@@ -4,24 +4,21 @@ width, height, Target``; one row per box), ``stage_2_detailed_class_info.csv`` a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _index_files,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
+from medimg_bench.datasets.cxr._layout import (
+    check_choice,
+    cxr_loader,
+    first_true,
+    read_table,
+    train_split_only,
 )
-from medimg_bench.registry import register_dataset
+from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
 
 __all__ = ["RSNA_CLASSES", "rsna_pneumonia"]
 
@@ -29,18 +26,13 @@ __all__ = ["RSNA_CLASSES", "rsna_pneumonia"]
 RSNA_CLASSES = ("Normal", "No Lung Opacity / Not Normal", "Lung Opacity")
 
 
-@register_dataset("rsna_pneumonia", tags=("cxr", "classification", "detection"))
+@cxr_loader("rsna_pneumonia", tags=("cxr", "classification", "detection"))
 def rsna_pneumonia(
     root: str | Path,
     split: str = "train",
     *,
     target: str = "binary",
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """RSNA Pneumonia Detection Challenge: ``stage_2_train_labels.csv`` (``patientId, x, y,
     width, height, Target``; one row per box), ``stage_2_detailed_class_info.csv`` and images
@@ -51,22 +43,16 @@ def rsna_pneumonia(
     ``"class"`` (3 classes of :data:`RSNA_CLASSES`). ``meta['boxes']``: list of
     ``[x, y, width, height]`` in pixels of the 1024×1024 image (empty when negative)."""
     name = "rsna_pneumonia"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
-    if split not in ("train", "all"):
-        raise ValueError(
-            f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
-        )
-    if target not in ("binary", "class"):
-        raise ValueError(f"{name}: target must be 'binary' or 'class', got {target!r}")
+    train_split_only(name, split)
+    check_choice(name, "target", target, ("binary", "class"))
     r = dataset_root(root, name)
     csv = _first_existing(
         r, ("stage_2_train_labels.csv", "stage_1_train_labels.csv"), name, "train labels CSV"
     )
-    df = _lines(_read_csv(csv, name, dtype={"patientId": str}))
-    _need_columns(df, ["patientId", "x", "y", "width", "height", "Target"], csv, name)
-    bad = ~df["Target"].isin([0, 1])
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
+    columns = ["patientId", "x", "y", "width", "height", "Target"]
+    df = read_table(csv, name, columns, dtype={"patientId": str})
+    i = first_true(~df["Target"].isin([0, 1]))
+    if i is not None:
         raise ValueError(
             f"{name}: {str(csv)!r} line {df['_line'].iloc[i]}: Target {df['Target'].iloc[i]!r} is not 0 or 1"
         )
@@ -121,19 +107,17 @@ def _class_labels(man: pd.DataFrame, r: Path, csv: Path) -> pd.Series:
         name,
         "class info CSV",
     )
-    info = _lines(_read_csv(info_csv, name, dtype={"patientId": str}))
-    _need_columns(info, ["patientId", "class"], info_csv, name)
-    bad = ~info["class"].isin(RSNA_CLASSES)
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
+    info = read_table(info_csv, name, ["patientId", "class"], dtype={"patientId": str})
+    i = first_true(~info["class"].isin(RSNA_CLASSES))
+    if i is not None:
         raise ValueError(
             f"{name}: {str(info_csv)!r} line {info['_line'].iloc[i]}: class {info['class'].iloc[i]!r} "
             f"is not one of {list(RSNA_CLASSES)}"
         )
     cls = info.drop_duplicates("patientId").set_index("patientId")["class"]
     label = man["id"].map(cls).map({c: i for i, c in enumerate(RSNA_CLASSES)})
-    if label.isna().any():
-        i = int(np.flatnonzero(label.isna().to_numpy())[0])
+    i = first_true(label.isna())
+    if i is not None:
         raise ValueError(
             f"{name}: patient {man['id'].iloc[i]!r} ({str(csv)!r} line {man['_line'].iloc[i]}) has no row in {str(info_csv)!r}"
         )

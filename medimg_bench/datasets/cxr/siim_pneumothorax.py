@@ -4,41 +4,26 @@ the Kaggle header has a leading space) or ``stage_2_train.csv``; images ``<Image
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _index_files,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
-)
-from medimg_bench.registry import register_dataset
+from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, read_table, train_split_only
+from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
 
 __all__ = ["siim_pneumothorax"]
 
 
-@register_dataset("siim_pneumothorax", tags=("cxr", "classification", "segmentation"))
+@cxr_loader("siim_pneumothorax", tags=("cxr", "classification", "segmentation"))
 def siim_pneumothorax(
     root: str | Path,
     split: str = "train",
     *,
     rle_format: str | None = None,
     masks: bool = True,
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """SIIM-ACR Pneumothorax Segmentation: ``train-rle.csv`` (``ImageId``, `` EncodedPixels`` —
     the Kaggle header has a leading space) or ``stage_2_train.csv``; images ``<ImageId>.dcm``
@@ -50,21 +35,15 @@ def siim_pneumothorax(
     used) or ``"absolute"`` (standard 1-based RLE, the default for ``stage_2_train.csv``); see
     :func:`medimg_bench.datasets.cxr.pixels.decode_siim_rle`. Only train is labelled."""
     name = "siim_pneumothorax"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
-    if split not in ("train", "all"):
-        raise ValueError(
-            f"{name}: only the training set is labelled; split must be 'train', got {split!r}"
-        )
+    train_split_only(name, split)
     r = dataset_root(root, name)
     csv = _first_existing(
         r, ("train-rle.csv", "stage_2_train.csv", "*/train-rle.csv"), name, "RLE CSV"
     )
     if rle_format is None:
         rle_format = "relative" if csv.name == "train-rle.csv" else "absolute"
-    if rle_format not in ("relative", "absolute"):
-        raise ValueError(f"{name}: rle_format must be 'relative' or 'absolute', got {rle_format!r}")
-    df = _lines(_read_csv(csv, name, dtype=str, keep_default_na=False))
-    _need_columns(df, ["ImageId", "EncodedPixels"], csv, name)
+    check_choice(name, "rle_format", rle_format, ("relative", "absolute"))
+    df = read_table(csv, name, ["ImageId", "EncodedPixels"], dtype=str, keep_default_na=False)
     rows = []
     for image_id, g in df.groupby("ImageId", sort=False):
         rles = [s.strip() for s in g["EncodedPixels"] if s.strip() not in ("", "-1")]

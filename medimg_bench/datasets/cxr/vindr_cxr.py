@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,32 +11,19 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.cxr.base import (
-    CXRDataset,
-    _first_existing,
-    _index_files,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
-)
-from medimg_bench.registry import register_dataset
+from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, read_table
+from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
 
 __all__ = ["vindr_cxr"]
 
 
-@register_dataset("vindr_cxr", tags=("cxr", "classification", "multilabel", "detection"))
+@cxr_loader("vindr_cxr", tags=("cxr", "classification", "multilabel", "detection"))
 def vindr_cxr(
     root: str | Path,
     split: str = "test",
     *,
     aggregate: str = "majority",
-    normalize: str = "auto",
-    channels: int = 1,
-    views: Sequence[str] | None = None,
-    on_missing: str = "error",
-    transform: Callable[[dict], dict] | None = None,
-    **options: Any,
+    opts: _Options,
 ) -> CXRDataset:
     """VinDr-CXR (PhysioNet 1.0.0): ``annotations/image_labels_{train,test}.csv`` (``image_id``,
     ``rad_id``/``rad_ID``, one 0/1 column per finding), ``annotations/annotations_{split}.csv``
@@ -49,11 +35,8 @@ def vindr_cxr(
     same way if repeated). ``meta['boxes']``: dicts ``class_name, x_min, y_min, x_max, y_max,
     rad_id`` in pixels; ``meta['n_readers']``. Classes: the CSV's finding columns, in order."""
     name = "vindr_cxr"
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
-    if split not in ("train", "test"):
-        raise ValueError(f"{name}: split must be 'train' or 'test', got {split!r}")
-    if aggregate not in ("majority", "any", "all"):
-        raise ValueError(f"{name}: aggregate must be 'majority', 'any' or 'all', got {aggregate!r}")
+    check_choice(name, "split", split, ("train", "test"))
+    check_choice(name, "aggregate", aggregate, ("majority", "any", "all"))
     r = dataset_root(root, name)
     csv = _first_existing(
         r,
@@ -61,9 +44,8 @@ def vindr_cxr(
         name,
         f"{split} label CSV",
     )
-    df = _lines(_read_csv(csv, name, dtype={"image_id": str}))
+    df = read_table(csv, name, ["image_id"], dtype={"image_id": str})
     rad = next((c for c in df.columns if c.lower() == "rad_id"), None)
-    _need_columns(df, ["image_id"], csv, name)
     classes = [c for c in df.columns if c not in ("image_id", "_line") and c != rad]
     values = df[classes].apply(pd.to_numeric, errors="coerce")
     bad = ~values.isin([0, 1])
@@ -115,11 +97,9 @@ def _boxes_by_image(r: Path, split: str) -> dict[str, list[dict[str, Any]]]:
         None,
     )
     if ann_path is not None:
-        ann = _read_csv(ann_path, name, dtype={"image_id": str})
+        columns = ["image_id", "class_name", "x_min", "y_min", "x_max", "y_max"]
+        ann = read_table(ann_path, name, columns, dtype={"image_id": str})
         arad = next((c for c in ann.columns if c.lower() == "rad_id"), None)
-        _need_columns(
-            ann, ["image_id", "class_name", "x_min", "y_min", "x_max", "y_max"], ann_path, name
-        )
         ann = ann.dropna(subset=["x_min", "y_min", "x_max", "y_max"])
         for d in ann.to_dict("records"):
             box = {

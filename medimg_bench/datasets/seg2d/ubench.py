@@ -75,16 +75,12 @@ _MEDSEGBENCH = ("kvasir", "isic2018", "drive", "chasedb1", "dca1", "chuac", "idr
 UBENCH_DATASETS: dict[str, tuple[str, str, str]] = {
     **{n: ("list", "nonzero", "val") for n in ("busi", "bus", "isic18", "tuscui", "benign",
                                                 "malignant", "stare")},
-    "busbra": ("busbra", "nonzero", "val"),
-    "glas": ("glas", "nonzero", "val"),
-    "montgomery": ("montgomery", "nonzero", "val"),
-    "nih": ("nih", "nonzero", "val"),
-    "chasedb1": ("chasedb1", "eq255", "val"),
-    "drive": ("drive", "eq255", "val"),
+    # layouts named after their dataset
+    **{n: (n, "nonzero", "val") for n in ("busbra", "glas", "montgomery", "nih")},
+    **{n: (n, "eq255", "val") for n in ("chasedb1", "drive")},
     "kvasir-seg": ("kvasir", "gt127", "val"),
     "covid19": ("frame_csv", "eq255", "test"),
-    "ph2": ("frame_csv", "gt127", "test"),
-    "monuseg2018": ("frame_csv", "gt127", "test"),
+    **{n: ("frame_csv", "gt127", "test") for n in ("ph2", "monuseg2018")},
     "dsb2018": ("dsb2018", "gt127", "val"),
     # U-Bench routes these two names to its own CHASEDB1 / DRIVE folders before MedSegBench
     **{n: ("medsegbench", "nonzero", "val") for n in _MEDSEGBENCH if n not in ("chasedb1", "drive")},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,16 @@ def _answer_letter(answer: str, options: Sequence[str]) -> str | None:
     return None
 
 
+def _mcq_fields(answer: Any, options: Sequence[str]) -> dict[str, Any] | str:
+    """A multiple-choice record's ``options``, ``answer`` (its letter), ``answer_type`` and
+    ``answer_text``; or the problem when ``answer`` is neither a letter nor one of ``options``."""
+    letter = _answer_letter(str(answer), options)
+    if letter is None:
+        return f"answer {answer!r} is neither a letter nor one of the {len(options)} options"
+    return {"options": options, "answer": letter, "answer_type": "mcq",
+            "answer_text": options[LETTERS.index(letter)]}
+
+
 def _type_from_original(value: Any) -> str | None:
     t = _text(value)
     return {"CLOSED": "closed", "OPEN": "open"}.get(t.upper()) if t else None
@@ -162,6 +172,46 @@ def _closed_open_item(
     }
 
 
+def _closed_open_rows(
+    items: Iterable[tuple[int, Mapping[str, Any]]],
+    *,
+    image_key: str,
+    expected_types: str,
+    path: Path,
+    errors: _RowErrors,
+) -> Iterator[tuple[int, Mapping[str, Any], str, dict[str, Any]]]:
+    """``(n, item, image, question fields)`` of each usable ``(JSON row n, item)`` of ``items``
+    (:func:`_closed_open_item`); the others are reported to ``errors``."""
+    for n, item in items:
+        parsed = _closed_open_item(
+            item, n, image_key=image_key, expected_types=expected_types, path=path, errors=errors
+        )
+        if parsed is not None:
+            yield n, item, *parsed
+
+
+#: The manifest columns VQA-RAD-style records pass to the sample's meta.
+_RAD_META = ("answer_type_original", "phrase_type", "question_type", "organ")
+
+
+def _rad_record(
+    item: Mapping[str, Any], n: int, fields: dict[str, Any], *, image: str, image_path: str, split: str
+) -> dict[str, Any]:
+    """One VQA-RAD-style question (the official JSON or the MICCAI19 layout): ids, image, the
+    question ``fields``, ``phrase_type``, ``question_type``, ``organ``."""
+    return {
+        "id": str(item.get("qid", n)),
+        "image_path": image_path,
+        "patient_id": image,
+        **fields,
+        "phrase_type": _text(item.get("phrase_type")) or "",
+        "question_type": _text(item.get("question_type")),
+        "organ": _text(item.get("image_organ")),
+        "modality": "radiology",
+        "split": split,
+    }
+
+
 def _finish(
     records: list[dict[str, Any]], errors: _RowErrors, name: str, where: str | Path
 ) -> pd.DataFrame:
@@ -183,29 +233,11 @@ def _miccai19(
     records = []
     for fname in files:
         path = folder / fname
-        for n, item in enumerate(_load_json(path)):
-            parsed = _closed_open_item(
-                item, n, image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
-            )
-            if parsed is None:
-                continue
-            image, fields = parsed
-            records.append({
-                "id": str(item.get("qid", n)),
-                "image_path": f"images/{image}",
-                "patient_id": image,
-                **fields,
-                "phrase_type": _text(item.get("phrase_type")) or "",
-                "question_type": _text(item.get("question_type")),
-                "organ": _text(item.get("image_organ")),
-                "modality": "radiology",
-                "split": "train" if fname.startswith("train") else "test",
-            })
+        rows = _closed_open_rows(
+            enumerate(_load_json(path)), image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
+        )
+        part = "train" if fname.startswith("train") else "test"
+        records += [_rad_record(item, n, fields, image=image, image_path=f"images/{image}", split=part)
+                    for n, item, image, fields in rows]
     frame = _finish(records, errors, name, folder)
-    return VQADataset(
-        frame,
-        root=folder,
-        meta_columns=("answer_type_original", "phrase_type", "question_type", "organ"),
-        transform=transform,
-        name=name,
-    )
+    return VQADataset(frame, root=folder, meta_columns=_RAD_META, transform=transform, name=name)

@@ -23,7 +23,6 @@ Accuracy per ``task_label`` and per ``clinical_phase`` (the harness's "task type
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,11 @@ from typing import Any
 from medimg_bench.datasets.vqa.base import (
     LETTERS,
     VQADataset,
-    _answer_letter,
     _finish,
+    _mcq_fields,
     _strip_letter,
 )
-from medimg_bench.datasets.vqa.readers import _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import _json_list, _only_file, _RowErrors, _text
 from medimg_bench.registry import register_dataset
 
 __all__ = ["omnibrainbench"]
@@ -47,12 +46,8 @@ def _json_file(root: Path, split: str) -> Path:
     if split not in _FILES:
         raise ValueError(f"omnibrainbench: split must be 'closed' or 'open', got {split!r}")
     found = sorted(p for p in root.glob(_FILES[split]) if p.is_file())
-    if not found:
-        raise FileNotFoundError(f"omnibrainbench: no {_FILES[split]} under {str(root)!r} "
-                                "(the Hugging Face release FrankPN/OmniBrainBench)")
-    if len(found) > 1:
-        raise ValueError(f"omnibrainbench: several {split} files under {str(root)!r}: {[p.name for p in found]}")
-    return found[0]
+    missing = f"no {_FILES[split]} under {str(root)!r} (the Hugging Face release FrankPN/OmniBrainBench)"
+    return _only_file(found, root, name="omnibrainbench", missing=missing, what=split)
 
 
 def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: _RowErrors) -> dict[str, Any] | None:
@@ -78,13 +73,11 @@ def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: _RowEr
     if not isinstance(raw, list) or not raw or len(raw) > len(LETTERS):
         errors(path, label, f"options must be a non-empty list, got {raw!r}")
         return None
-    options = [_strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)]
-    letter = _answer_letter(answer, options)
-    if letter is None:
-        errors(path, label, f"answer {answer!r} is neither a letter nor one of the {len(options)} options")
+    mcq = _mcq_fields(answer, [_strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)])
+    if isinstance(mcq, str):
+        errors(path, label, mcq)
         return None
-    return {**record, "options": options, "answer": letter, "answer_type": "mcq",
-            "answer_text": options[LETTERS.index(letter)]}
+    return {**record, **mcq}
 
 
 @register_dataset("omnibrainbench", tags=("vqa", "mcq", "open", "multi_image", "brain"))
@@ -100,12 +93,7 @@ def omnibrainbench(
     ``task_label`` and ``clinical_phase`` for the per-category accuracies."""
     root = Path(root)
     path = _json_file(root, split)
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"omnibrainbench: cannot read {str(path)!r}: {exc}") from exc
-    if not isinstance(items, list):
-        raise ValueError(f"omnibrainbench: {str(path)!r} must hold a JSON list of questions")
+    items = _json_list(path, "omnibrainbench", "questions")
     errors = _RowErrors("omnibrainbench", on_error)
     folder = path.stem
     records = [r for n, item in enumerate(items) if (r := _item(item, n, split, folder, path, errors))]

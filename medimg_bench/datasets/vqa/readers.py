@@ -88,6 +88,28 @@ def _load_json(path: Path) -> Any:
         raise ValueError(f"{str(path)!r} is not valid JSON: {exc}") from exc
 
 
+def _json_list(path: Path, name: str, what: str) -> list[Any]:
+    """The JSON list in ``path``; raises naming the loader and file when it cannot be read or
+    holds something else (``what`` says what the list should hold)."""
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{name}: cannot read {str(path)!r}: {exc}") from exc
+    if not isinstance(items, list):
+        raise ValueError(f"{name}: {str(path)!r} must hold a JSON list of {what}")
+    return items
+
+
+def _only_file(found: list[Path], root: Path, *, name: str, missing: str, what: str, hint: str = "") -> Path:
+    """The one file of ``found`` (files under ``root``): none raises ``missing``, several raise
+    naming them (``what`` files), ``hint`` ending both messages' advice."""
+    if not found:
+        raise FileNotFoundError(f"{name}: {missing}")
+    if len(found) > 1:
+        raise ValueError(f"{name}: several {what} files under {str(root)!r}: {[p.name for p in found]}{hint}")
+    return found[0]
+
+
 def _load_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist")

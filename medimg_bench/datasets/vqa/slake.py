@@ -9,12 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from medimg_bench.datasets.vqa.base import VQADataset, _closed_open_item, _finish, _miccai19
-from medimg_bench.datasets.vqa.readers import (
-    _load_json,
-    _RowErrors,
-    _text,
-)
+from medimg_bench.datasets.vqa.base import VQADataset, _closed_open_rows, _finish, _miccai19
+from medimg_bench.datasets.vqa.readers import _load_json, _RowErrors, _text
 from medimg_bench.registry import register_dataset
 
 __all__ = ["slake"]
@@ -50,15 +46,11 @@ def slake(
             return _miccai19(miccai, split, "slake", on_error, transform)
     errors = _RowErrors("slake", on_error)
     records = []
-    for n, item in enumerate(_load_json(path)):
-        if language is not None and item.get("q_lang") != language:
-            continue
-        parsed = _closed_open_item(
-            item, n, image_key="img_name", expected_types="OPEN/CLOSED", path=path, errors=errors
-        )
-        if parsed is None:
-            continue
-        image, fields = parsed
+    rows = _closed_open_rows(
+        ((n, item) for n, item in enumerate(_load_json(path)) if language is None or item.get("q_lang") == language),
+        image_key="img_name", expected_types="OPEN/CLOSED", path=path, errors=errors,
+    )
+    for n, item, image, fields in rows:
         records.append(
             {
                 "id": str(item.get("qid", n)),

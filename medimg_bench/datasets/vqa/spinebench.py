@@ -31,7 +31,6 @@ by ``", "``) and ``region`` — the spinal regions the level names, in order (``
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,11 +39,11 @@ from typing import Any
 from medimg_bench.datasets.vqa.base import (
     LETTERS,
     VQADataset,
-    _answer_letter,
     _finish,
+    _mcq_fields,
     _strip_letter,
 )
-from medimg_bench.datasets.vqa.readers import _load_jsonl, _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import _json_list, _load_jsonl, _only_file, _RowErrors, _text
 from medimg_bench.registry import register_dataset
 
 __all__ = ["spinebench", "DEFAULT_FIELDS", "spinal_region"]
@@ -108,25 +107,14 @@ def _items_file(root: Path, file: str | None) -> Path:
             raise FileNotFoundError(f"spinebench: item file {str(path)!r} does not exist")
         return path
     found = sorted(p for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl") and p.is_file())
-    if not found:
-        raise FileNotFoundError(f"spinebench: no .json or .jsonl item file under {str(root)!r} "
-                                "(name one with file=)")
-    if len(found) > 1:
-        raise ValueError(f"spinebench: several item files under {str(root)!r}: {[p.name for p in found]}; "
-                         "name one with file=")
-    return found[0]
+    missing = f"no .json or .jsonl item file under {str(root)!r} (name one with file=)"
+    return _only_file(found, root, name="spinebench", missing=missing, what="item", hint="; name one with file=")
 
 
 def _read_items(path: Path) -> list[Any]:
     if path.suffix == ".jsonl":
         return _load_jsonl(path)
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"spinebench: cannot read {str(path)!r}: {exc}") from exc
-    if not isinstance(items, list):
-        raise ValueError(f"spinebench: {str(path)!r} must hold a JSON list of items (or be .jsonl, one per line)")
-    return items
+    return _json_list(path, "spinebench", "items (or be .jsonl, one per line)")
 
 
 def _options(raw: Any) -> list[str] | str:
@@ -168,16 +156,15 @@ def _item(item: Any, n: int, fields: Mapping[str, str | None], ctx: tuple[Path, 
     if isinstance(options, str):
         errors(path, label, options)
         return None
-    letter = _answer_letter(str(values["answer"]), options)
-    if letter is None:
-        errors(path, label, f"answer {values['answer']!r} is neither a letter nor one of the {len(options)} options")
+    mcq = _mcq_fields(values["answer"], options)
+    if isinstance(mcq, str):
+        errors(path, label, mcq)
         return None
     category, sub, level = _text(values["category"]), _text(values["subcategory"]), _joined(values["level"])
     return {
         "id": str(values["id"] if values["id"] is not None else n),
         "patient_id": _text(values["patient"]) or images[0], "image_path": images,
-        "question": _text(values["question"]), "options": options, "answer": letter, "answer_type": "mcq",
-        "answer_text": options[LETTERS.index(letter)], "category": category, "subcategory": sub,
+        "question": _text(values["question"]), **mcq, "category": category, "subcategory": sub,
         "category_path": f"{category}/{sub}" if sub else category, "level": level,
         "region": spinal_region(level), "modality": _text(values["modality"]), "split": "test", "json_row": n,
     }

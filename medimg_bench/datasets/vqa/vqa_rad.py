@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from medimg_bench.datasets.vqa.base import VQADataset, _closed_open_item, _finish, _miccai19
-from medimg_bench.datasets.vqa.readers import (
-    _load_json,
-    _RowErrors,
-    _text,
+from medimg_bench.datasets.vqa.base import (
+    _RAD_META,
+    VQADataset,
+    _closed_open_rows,
+    _finish,
+    _miccai19,
+    _rad_record,
 )
+from medimg_bench.datasets.vqa.readers import _load_json, _RowErrors, _text
 from medimg_bench.registry import register_dataset
 
 __all__ = ["vqa_rad"]
@@ -49,36 +52,19 @@ def vqa_rad(
             return _miccai19(miccai, split, "vqa_rad", on_error, transform)
     data = _load_json(path)
     errors = _RowErrors("vqa_rad", on_error)
-    records = []
-    for n, item in enumerate(data):
-        phrase = _text(item.get("phrase_type")) or ""
-        is_test = phrase.startswith("test")
-        if (split == "test" and not is_test) or (split == "train" and is_test):
-            continue
-        parsed = _closed_open_item(
-            item, n, image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
-        )
-        if parsed is None:
-            continue
-        image, fields = parsed
-        records.append(
-            {
-                "id": str(item.get("qid", n)),
-                "image_path": f"{image_dir}/{image}",
-                "patient_id": image,
-                **fields,
-                "phrase_type": phrase,
-                "question_type": _text(item.get("question_type")),
-                "organ": _text(item.get("image_organ")),
-                "modality": "radiology",
-                "split": "test" if is_test else "train",
-            }
-        )
-    frame = _finish(records, errors, "vqa_rad", path)
-    return VQADataset(
-        frame,
-        root=root,
-        meta_columns=("answer_type_original", "phrase_type", "question_type", "organ"),
-        transform=transform,
-        name="vqa_rad",
+    rows = _closed_open_rows(
+        ((n, item) for n, item in enumerate(data) if split == "all" or _is_test(item) == (split == "test")),
+        image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors,
     )
+    records = [
+        _rad_record(item, n, fields, image=image, image_path=f"{image_dir}/{image}",
+                    split="test" if _is_test(item) else "train")
+        for n, item, image, fields in rows
+    ]
+    frame = _finish(records, errors, "vqa_rad", path)
+    return VQADataset(frame, root=root, meta_columns=_RAD_META, transform=transform, name="vqa_rad")
+
+
+def _is_test(item: dict) -> bool:
+    """A VQA-RAD item of the test split: ``phrase_type`` ``test_freeform`` / ``test_para``."""
+    return (_text(item.get("phrase_type")) or "").startswith("test")

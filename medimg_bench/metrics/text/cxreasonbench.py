@@ -35,14 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.text._columns import ReplyColumns
 from medimg_bench.metrics.text.open_judge import RUBRICS, Rubric, _parse_cxreasonbench
 from medimg_bench.registry import register_metric
 
 __all__ = ["HARNESS", "PERCEPTION_TASKS", "MEASUREMENT_TASKS", "ALL_TASKS", "MULTI_BODYPART_TASKS",
            "STAGE_RUBRICS", "stage_rubrics", "verdict_score", "wilson_score", "collapse_stages",
            "measurement_match", "path1_figures", "guidance_figures", "gather_figures", "printed_scores",
-           "CASE_COLUMNS", "CASE_FIGURES", "CXReasonBenchScores"]
+           "CASE_COLUMNS", "CASE_FIGURES", "CXReasonBenchScores", "harness_figures", "PRINTED",
+           "printed_figures"]
 
 HARNESS = "ttumyche/CXReasonBench 72357fe (evaluation/evaluate_reasoning.py, evaluate_guidance.py, metric.py)"
 # metric.py df_measure_type (lines 19-26); 'total' is the printing order
@@ -409,13 +410,58 @@ def printed_scores(per_task: Mapping[str, Mapping[str, Any]], *, step: str | Non
     return out
 
 
+def _per_task(table: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(path1, guidance)`` per-task figures of a :data:`CASE_COLUMNS` table."""
+    col = {c: table[:, j] for j, c in enumerate(CASE_COLUMNS)}
+    path1, guide = {}, {}
+    for k in sorted({int(v) for v in col["task_index"]}, key=lambda i: ALL_TASKS[i]):  # sorted(glob)
+        task, m = ALL_TASKS[k], col["task_index"] == k
+        cases = {s: col[s][m] for s in ("init", "criteria", "custom_criteria", "bodypart", "measurement",
+                                        "final", "match")}
+        figures = path1_figures(cases, task=task, has_custom=bool(col["has_custom"][m].any()))
+        if figures:
+            path1[task] = figures
+        g = m & (col["guidance"] == 1)
+        if g.any():
+            guide[task] = guidance_figures({s: col[s][g] for s in ("g_bodypart", "g_measurement", "g_final",
+                                                                   "g_match")}, task=task)
+    return path1, guide
+
+
+def harness_figures(table: np.ndarray) -> dict[str, Any]:
+    """The harness's figures of a :data:`CASE_COLUMNS` table (one row per case): ``path1`` and
+    ``guidance``, each with ``per_task``, ``groups`` (total / perception / measurement) and
+    ``printed`` (print_scores)."""
+    path1, guide = _per_task(table)
+    return {"harness": HARNESS,
+            "path1": {"per_task": path1, "groups": gather_figures(path1) if path1 else {},
+                      "printed": printed_scores(path1)},
+            "guidance": {"per_task": guide, "groups": gather_figures(guide) if guide else {},
+                         "printed": printed_scores(guide, step="g")},
+            "not_built": "path 2's review stage (re-path1): no _r_ figures"}
+
+
+#: the printed scores (print_scores) of each path, as ``summary.json["cxreasonbench"][path]["printed"]``
+PRINTED = (("path1", ("Completion_score", "Depth_score", "Consistency_score", "Alignment_score")),
+           ("guidance", ("Completion_score", "Depth_score", "Consistency_score")))
+
+
+def printed_figures(table: np.ndarray) -> np.ndarray:
+    """The :data:`PRINTED` scores of a :data:`CASE_COLUMNS` table as one vector (NaN for None),
+    without the groups: what ``compare`` resamples."""
+    path1, guide = _per_task(table)
+    printed = {"path1": printed_scores(path1), "guidance": printed_scores(guide, step="g")}
+    return np.asarray([np.nan if printed[p][n] is None else printed[p][n] for p, names in PRINTED for n in names],
+                      dtype=np.float64)
+
+
 #: the per-case columns the summary gets (mean, bootstrap CI); init_idk has no direction (an IDK
 #: is not an error here: it sends the case to guidance)
 CASE_FIGURES = ("init_correct", "init_idk", "final_correct", "guidance_final_correct")
 
 
 @register_metric("cxreasonbench_reasoning", tags=("vqa", "text", "reasoning"))
-class CXReasonBenchScores(Metric):
+class CXReasonBenchScores(ReplyColumns):
     """``update(cases, tasks)``: ``cases`` one dict per conversation with the collapsed stage
     scores of :data:`CASE_COLUMNS` (``task_index`` excepted), ``tasks`` their diagnostic task
     names. Per-case columns (bootstrap CIs of their means in the summary): ``init_correct``,
@@ -424,11 +470,9 @@ class CXReasonBenchScores(Metric):
     ["cxreasonbench"]`` gets the harness's figures (module docstring)."""
 
     name = "cxreasonbench_reasoning"
-    per_sample = True
     higher_is_better = True
     directions = MappingProxyType({"init_idk": None})
-    value_range = (0.0, 1.0)
-    input_kind = "text"
+    columns = CASE_FIGURES
 
     def __init__(self, *, class_names: Sequence[str] | None = None) -> None:
         super().__init__(class_names=None)
@@ -455,28 +499,8 @@ class CXReasonBenchScores(Metric):
         return torch.cat(self.rows).numpy() if self.rows else np.zeros((0, len(CASE_COLUMNS)))
 
     def figures(self) -> dict[str, Any]:
-        """The harness's figures: ``path1`` and ``guidance``, each with ``per_task``, ``groups``
-        (total / perception / measurement) and ``printed`` (print_scores)."""
-        t = self._table()
-        col = {c: t[:, j] for j, c in enumerate(CASE_COLUMNS)}
-        path1, guide = {}, {}
-        for k in sorted({int(v) for v in col["task_index"]}, key=lambda i: ALL_TASKS[i]):  # sorted(glob)
-            task, m = ALL_TASKS[k], col["task_index"] == k
-            cases = {s: col[s][m] for s in ("init", "criteria", "custom_criteria", "bodypart", "measurement",
-                                            "final", "match")}
-            figures = path1_figures(cases, task=task, has_custom=bool(col["has_custom"][m].any()))
-            if figures:
-                path1[task] = figures
-            g = m & (col["guidance"] == 1)
-            if g.any():
-                guide[task] = guidance_figures({s: col[s][g] for s in ("g_bodypart", "g_measurement", "g_final",
-                                                                       "g_match")}, task=task)
-        return {"harness": HARNESS,
-                "path1": {"per_task": path1, "groups": gather_figures(path1) if path1 else {},
-                          "printed": printed_scores(path1)},
-                "guidance": {"per_task": guide, "groups": gather_figures(guide) if guide else {},
-                             "printed": printed_scores(guide, step="g")},
-                "not_built": "path 2's review stage (re-path1): no _r_ figures"}
+        """The harness's figures (:func:`harness_figures`) of the cases seen."""
+        return harness_figures(self._table())
 
     def summary_notes(self) -> dict[str, Any]:
         """``summary.json["cxreasonbench"]``: :meth:`figures`."""
@@ -489,11 +513,3 @@ class CXReasonBenchScores(Metric):
         table = torch.stack([(c["init"] == 1).double(), (c["init"] == -1).double(), (c["final"] == 1).double(),
                              torch.where(c["guidance"] == 1, (c["g_final"] == 1).double(), nan)], 1)
         return list(self.ids), table
-
-    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
-        ids, table = self.values()
-        return {name: (ids, table[:, j:j + 1]) for j, name in enumerate(CASE_FIGURES)
-                if not (table.numel() and bool(table[:, j].isnan().all()))}
-
-    def compute(self) -> torch.Tensor:
-        return self.values()[1].nanmean(0)

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.grounding import GROUNDING_THRESHOLDS
+from medimg_bench.metrics.text._columns import ReplyColumns
 from medimg_bench.registry import register_metric
 
 __all__ = ["MOAKSScores"]
@@ -30,17 +30,15 @@ _BASE = ("grade_accuracy", "exact_match", "parse_failed", "complete", "box_iou")
 
 
 @register_metric("moaks", tags=("vqa", "text", "structured", "grounding"))
-class MOAKSScores(Metric):
+class MOAKSScores(ReplyColumns):
     """``update(scored, n_items)``: ``scored`` a list of dicts from
     :func:`~medimg_bench.metrics.text.moaks.score_answer`, ``n_items`` the number of reference
-    grades of each question (0 without a reference). Option: ``thresholds`` for ``acc@t``."""
+    grades of each question (0 without a reference). Option: ``thresholds`` for ``acc@t``.
+    Every column is better higher except ``parse_failed``."""
 
     name = "moaks"
-    per_sample = True
     higher_is_better = True
     directions = MappingProxyType({"parse_failed": False})
-    value_range = (0.0, 1.0)
-    input_kind = "text"
 
     def __init__(self, *, class_names: Sequence[str] | None = None,
                  thresholds: Sequence[float] = GROUNDING_THRESHOLDS) -> None:
@@ -50,10 +48,6 @@ class MOAKSScores(Metric):
         self.thresholds = tuple(float(t) for t in thresholds)
         self.add_state("rows", [], dist_reduce_fx="cat")
         self.add_state("counts", [], dist_reduce_fx="cat")  # per question: right grades, grades
-
-    def higher_is_better_of(self, name: str) -> bool:
-        """Every column is better higher except ``parse_failed``."""
-        return name != "parse_failed"
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -83,15 +77,6 @@ class MOAKSScores(Metric):
             return torch.empty(0, len(self.columns), dtype=torch.float64)
         return torch.cat(self.rows)
 
-    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
-        table, ids, out = self._table(), list(self.ids), {}
-        for j, col in enumerate(self.columns):
-            values = table[:, j:j + 1]
-            if values.numel() and bool(values.isnan().all()):
-                continue
-            out[col] = (ids, values)
-        return out
-
     def summary_notes(self) -> dict[str, Any]:
         """``moaks``: micro grade accuracy (right grades / all reference grades), the grade and
         question counts and how many replies failed to parse."""
@@ -107,6 +92,3 @@ class MOAKSScores(Metric):
 
     def values(self) -> tuple[list[str], torch.Tensor]:
         return list(self.ids), self._table()
-
-    def compute(self) -> torch.Tensor:
-        return self._table().nanmean(0)

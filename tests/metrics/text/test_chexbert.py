@@ -9,28 +9,13 @@ import torch
 
 from medimg_bench.metrics.text.chexbert import CHEXBERT_ORDER, chexbert_label_reports
 from medimg_bench.metrics.text.chexpert_labeler import CHEXPERT_OBSERVATIONS
+from tests.metrics.text._tiny_bert import write_tiny_chexbert
 
 
 @pytest.fixture(scope="module")
 def tiny_chexbert(tmp_path_factory):
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    path = tmp_path_factory.mktemp("chexbert")
     words = "no pleural effusion small left cardiomegaly mild edema lungs are clear".split()
-    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizer(str(path / "vocab.txt"), model_max_length=64).save_pretrained(str(path))
-    cfg = BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    cfg.save_pretrained(str(path))
-    torch.manual_seed(0)
-    bert = BertModel(cfg)
-    heads = [torch.nn.Linear(16, 4) for _ in range(13)] + [torch.nn.Linear(16, 2)]
-    state = {f"module.bert.{k}": v for k, v in bert.state_dict().items()}
-    for i, h in enumerate(heads):
-        state[f"module.linear_heads.{i}.weight"] = h.weight.detach()
-        state[f"module.linear_heads.{i}.bias"] = h.bias.detach()
-    torch.save({"model_state_dict": state}, path / "chexbert.pth")
-    return path, bert, heads
+    return write_tiny_chexbert(tmp_path_factory.mktemp("chexbert"), words, seed=0)
 
 
 def test_labels_follow_the_heads_argmax(tiny_chexbert):

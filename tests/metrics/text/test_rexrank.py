@@ -25,7 +25,7 @@ from medimg_bench.metrics.text.rexrank import (
     rexrank_scores,
     semb_scores,
 )
-from tests.metrics.text._tiny_bert import WORDS, write_tiny_bert
+from tests.metrics.text._tiny_bert import WORDS, write_tiny_bert, write_tiny_chexbert
 
 HERE = Path(__file__).parent
 MOERAD = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "iu_xray_moerad_rexrank"
@@ -103,21 +103,7 @@ def tiny_bert(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_chexbert(tmp_path_factory):
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    path = tmp_path_factory.mktemp("chexbert")
-    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    BertTokenizer(str(path / "vocab.txt"), model_max_length=64).save_pretrained(str(path))
-    cfg = BertConfig(vocab_size=5 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    cfg.save_pretrained(str(path))
-    torch.manual_seed(1)
-    bert = BertModel(cfg).eval()
-    state = {f"module.bert.{k}": v for k, v in bert.state_dict().items()}
-    for i in range(14):
-        head = torch.nn.Linear(16, 4 if i < 13 else 2)
-        state[f"module.linear_heads.{i}.weight"], state[f"module.linear_heads.{i}.bias"] = head.weight, head.bias
-    torch.save({"model_state_dict": state}, path / "chexbert.pth")
+    path, bert, _ = write_tiny_chexbert(tmp_path_factory.mktemp("chexbert"), WORDS, seed=1)
     return path, bert
 
 
