@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["file_sha256", "hash_files", "path_key", "tree_files", "tree_sha256", "FileHashCache",
-           "default_hash_cache_path", "plain_value", "describe_call", "MISSING"]
+__all__ = ["file_sha256", "hash_files", "path_key", "tree_files", "tree_sha256", "content_digest",
+           "content_digests", "FileHashCache", "default_hash_cache_path", "plain_value", "describe_call",
+           "MISSING"]
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +260,26 @@ def tree_sha256(root: str | os.PathLike[str], *, cache: FileHashCache | None | b
     for p in files:
         h.update(f"{p.relative_to(base).as_posix()}\0{digests[path_key(p)]}\n".encode())
     return h.hexdigest()
+
+
+def content_digest(path: str | os.PathLike[str], *, cache: FileHashCache | None | bool = True,
+                   what: str = "") -> str:
+    """What ``path`` holds, independent of where it lies: ``"sha256:<hex>"`` of a file (every
+    byte, :func:`hash_files`' cache), ``"tree-sha256:<hex>"`` of a folder (:func:`tree_sha256`:
+    the relative names and contents of its files), :data:`MISSING` when it is neither."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return "tree-sha256:" + tree_sha256(p, cache=cache, what=what or str(p))
+    digest = hash_files([p], cache=cache, what=what or str(p))[path_key(p)]
+    return f"sha256:{digest}" if len(digest) == 64 else digest
+
+
+def content_digests(files: Mapping[str, str | os.PathLike[str] | None], *,
+                    cache: FileHashCache | None | bool = True) -> dict[str, str]:
+    """``{option: content_digest(path)}`` of the options set in ``files`` (``None`` left out):
+    what a run's key holds for options that name a file or folder."""
+    return {name: content_digest(path, cache=cache, what=f"option {name} ({path})")
+            for name, path in files.items() if path is not None}
 
 
 # -- options as plain, stable values ----------------------------------------------------------------

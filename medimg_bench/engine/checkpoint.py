@@ -167,6 +167,25 @@ def _short(v: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: the key field shown in a refusal but never compared: where the files that enter the key by
+#: content (``files``) lie, so the same files elsewhere resume
+DISPLAY_ONLY = "file_paths"
+
+
+def _compared(key: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in key.items() if k != DISPLAY_ONLY}
+
+
+def _where(saved: Mapping[str, Any], now: Mapping[str, Any], diffs: Sequence[str]) -> str:
+    """`` (files: option = path now, saved from path then; …)`` for the differing ``files`` fields."""
+    a, b = _flatten(saved.get(DISPLAY_ONLY) or {}), _flatten(now.get(DISPLAY_ONLY) or {})
+    fields = {d.split(": ", 1)[0].removeprefix("files.") for d in diffs if d.startswith("files.")}
+    notes = [f"{f.split('.', 1)[-1] if f.startswith('task.') else f} = {b.get(f, '<not set>')!s}"
+             + (f", saved from {a[f]!s}" if a.get(f) not in (None, b.get(f)) else "")
+             for f in sorted(fields)]
+    return f" (files: {'; '.join(notes)})" if notes else ""
+
+
 def key_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """``["model.weights_sha256: saved '…', now '…'", …]`` for every field that differs."""
     a, b = _flatten(saved), _flatten(now)
@@ -275,11 +294,12 @@ class Checkpoint:
         if not isinstance(state, dict) or state.get("version") not in _READABLE:
             found = state.get("version") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"checkpoint part {str(part)!r} has version {found}, expected {VERSION}")
-        if state["key"] != self.key:
-            diffs = key_differences(state["key"], self.key)
+        if _compared(state["key"]) != _compared(self.key):
+            diffs = key_differences(_compared(state["key"]), _compared(self.key))
             raise ValueError(
                 f"checkpoint {str(self.dir)!r} belongs to another run; fields that differ: "
-                + "; ".join(diffs) + ". Resume with the same model, weights, options and data, "
+                + "; ".join(diffs) + _where(state["key"], self.key, diffs)
+                + ". Resume with the same model, weights, options, files and data, "
                 "or delete the checkpoint (or pass overwrite=true) to start over"
             )
         return state

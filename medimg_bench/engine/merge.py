@@ -54,11 +54,13 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     import torch
 
     from medimg_bench._secrets import redact_secrets, secret_values
+    from medimg_bench.engine.plan import files_identity
     from medimg_bench.engine.runner import _metric_settings
 
     parts = results.parts
     man = results.manifest
     known = secret_values(dict(config)) | secret_values(man)
+    files = files_identity(results.task, results.metrics)[0]  # option files by content (the config has paths)
     state = {
         "version": VERSION,
         "config": redact_secrets(_plain(dict(config)), known),
@@ -69,6 +71,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
             "task": results.task.name if results.task is not None else None,
             "model": man.get("model_fingerprint"),
             "metrics": {k: _metric_settings(m) for k, m in sorted(results.metrics.items())},
+            **({"files": files} if files else {}),
         }), known),
         "classes": _plain(man["dataset"]["classes"]),
         "records": parts["records"].to_state(),

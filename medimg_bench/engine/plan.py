@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
 
 __all__ = ["SamplePlan", "RunState", "RunIdentity", "plan_samples", "open_run_state", "shard_of",
-           "model_fingerprint", "metric_settings"]
+           "model_fingerprint", "metric_settings", "key_files", "files_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +52,50 @@ def _stable_repr(value: Any) -> str:
     return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
+def _key_options(obj: Any, public: Mapping[str, Any]) -> Mapping[str, Any]:
+    # an object whose options name files says what to key on instead (paths out: their content
+    # is in the key's ``files``, so the same file elsewhere resumes)
+    hook = getattr(obj, "key_settings", None)
+    return hook() if callable(hook) else public
+
+
 def object_settings(obj: Any) -> str:
     """An object's class and public options (not its states), as a string."""
-    opts = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+    opts = _key_options(obj, {k: v for k, v in vars(obj).items() if not k.startswith("_")})
     return f"{type(obj).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
 
 
 def metric_settings(metric: Metric) -> str:
     """A metric's class and options (not its states): a checkpoint made with other settings
     must not be resumed."""
-    opts = {k: v for k, v in vars(metric).items() if k not in metric._defaults and not k.startswith("_")}
+    opts = _key_options(metric, {k: v for k, v in vars(metric).items()
+                                 if k not in metric._defaults and not k.startswith("_")})
     return f"{type(metric).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
+
+
+def key_files(obj: Any) -> dict[str, str]:
+    """``{option: local path}`` of the files and folders whose content decides ``obj``'s numbers
+    (its ``key_files()``; none without one)."""
+    hook = getattr(obj, "key_files", None)
+    files = hook() if callable(hook) else {}
+    return {str(k): os.fspath(v) for k, v in files.items() if v is not None}
+
+
+def files_identity(task: Any, metrics: Mapping[str, Metric]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(content digests, paths)`` of the files the task's and the metrics' options name, each
+    ``{"task": {option: …}, "metrics": {name: {option: …}}}`` with empty parts left out. Digests
+    come from :func:`medimg_bench._hashing.content_digests` (a file is read once per version)."""
+    from medimg_bench._hashing import content_digests
+
+    paths: dict[str, Any] = {}
+    if files := key_files(task):
+        paths["task"] = files
+    per_metric = {name: f for name, m in sorted(metrics.items()) if (f := key_files(m))}
+    if per_metric:
+        paths["metrics"] = per_metric
+    digests = {part: content_digests(v) if part == "task" else {n: content_digests(f) for n, f in v.items()}
+               for part, v in paths.items()}
+    return digests, paths
 
 
 @dataclass
@@ -114,8 +148,10 @@ class RunIdentity:
         self.data = dataset_identity(dataset)
 
     def checkpoint_key(self) -> dict[str, Any]:
-        """The key every checkpoint part carries: a part of another run is refused by field."""
-        return {
+        """The key every checkpoint part carries: a part of another run is refused by field.
+        Options naming files enter by content (``files``); their paths (``file_paths``) are
+        shown in a refusal, never compared."""
+        key = {
             "dataset": self.data,
             "task": object_settings(self.task),
             "model": model_fingerprint(self.model),
@@ -123,6 +159,12 @@ class RunIdentity:
             "amp": bool(self.options.amp),
             "shard": list(self.options.shard) if self.options.shard else None,
         }
+        from medimg_bench.engine.checkpoint import DISPLAY_ONLY
+
+        digests, paths = files_identity(self.task, self.metrics)
+        if digests:  # absent when no option names a file: earlier checkpoints keep resuming
+            key["files"], key[DISPLAY_ONLY] = digests, paths
+        return key
 
 
 @dataclass

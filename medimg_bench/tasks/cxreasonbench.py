@@ -185,10 +185,27 @@ class CXReasonBenchReasoningTask(Task):
             raise ValueError("cxreasonbench_reasoning: every stage is judged; set task.options.judge "
                              "(or scoring.judge) to {model: NAME, options: {...}}")
         self.rubrics = stage_rubrics(judge_prompt_dir)
+        self._prompt_dir = judge_prompt_dir
         self.system, self.max_new_tokens, self.guidance = system, max_new_tokens, bool(guidance)
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         return super().build_metrics(own_metric_spec(spec, self.name), None)
+
+    def key_files(self) -> dict[str, Any]:
+        """``{"judge_prompt_dir/<stage kind>.txt": path}`` for every stage kind when a prompt folder
+        is set: a run's key holds each file's content (``missing``: the built-in text is used)."""
+        if self._prompt_dir is None:
+            return {}
+        from pathlib import Path
+
+        return {f"judge_prompt_dir/{k}.txt": Path(self._prompt_dir).expanduser() / f"{k}.txt" for k in self.rubrics}
+
+    def key_settings(self) -> dict[str, Any]:
+        """The public options with the rubrics' file paths taken out (their text stays: content)."""
+        opts = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        opts["rubrics"] = {k: dataclasses.replace(r, source="file" if r.source != "builtin" else r.source)
+                           for k, r in self.rubrics.items()}
+        return opts
 
     def manifest_notes(self) -> dict[str, Any]:
         """``manifest.json["judge"]``: each stage rubric's identity and the judge's fingerprint."""

@@ -71,6 +71,18 @@ def _read_candidates(path: str) -> list[Any]:
     return data
 
 
+def _option_files(scoring: Any, judge: Any, open_spec: Mapping[str, Any],
+                  profile_options: Mapping[str, Any]) -> dict[str, str]:
+    """``{option: path}`` of the files the options name whose content decides numbers: the
+    candidate answer list (when the profile reads it) and the judge's rubric file."""
+    out: dict[str, str] = {}
+    if isinstance(scoring, Mapping) and isinstance(scoring.get("candidates"), str) and "candidates" in profile_options:
+        out["scoring.candidates"] = scoring["candidates"]
+    if open_spec.get("rubric_file"):
+        out[f"{'judge' if judge is not None else 'scoring.judge'}.rubric_file"] = str(open_spec["rubric_file"])
+    return out
+
+
 def _check_template(kind: str, template: str) -> str:
     names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     unknown = names - _FIELDS
@@ -125,6 +137,7 @@ class VQATask(Task):
         judge_adapter = build_judge(letter_spec)
         # open answers graded under a rubric (any profile: the harness figures are left as they are)
         self.grader = OpenAnswerGrader.from_spec(judge_adapter, open_spec)
+        self._files = _option_files(scoring, judge, open_spec, self.profile_options)
         # the letter-extraction judge extends the strict rules only
         self.judge = judge_adapter if profile in JUDGED_PROFILES or self.grader is None else None
         if self.judge is not None and profile not in JUDGED_PROFILES:
@@ -132,6 +145,18 @@ class VQATask(Task):
                              f"the {profile} profile reproduces its harness, which has no judge "
                              "(a rubric, scoring.judge.rubric, grades open answers under any profile)")
         self.volume_sampling = resolve_sampling(volume_sampling)
+
+    def key_files(self) -> dict[str, str]:
+        """``{option: path}`` of the candidate list and rubric files: a run's key holds their content."""
+        return dict(self._files)
+
+    def key_settings(self) -> dict[str, Any]:
+        """The public options, the open-answer grader as its rubric (by content), repeats and
+        judges (:meth:`OpenAnswerGrader.key_settings`) instead of an object's name."""
+        opts = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        if self.grader is not None:
+            opts["grader"] = self.grader.key_settings()
+        return opts
 
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
         kw: dict[str, Any] = {"profile": self.profile}  # the vqa metric keeps the profile's harness figures

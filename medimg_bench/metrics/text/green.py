@@ -239,6 +239,17 @@ class Green(Metric):
     def compute(self) -> torch.Tensor:
         return self.values()[1].mean(0)
 
+    def key_files(self) -> dict[str, Any]:
+        """``{"prompt_file": path}`` when the template is read from a file (a run's key holds its
+        content); nothing with ``replies=True``, where no prompt is sent."""
+        return {"prompt_file": self.prompt_file} if self.prompt_file is not None and not self.replies else {}
+
+    def key_settings(self) -> dict[str, Any]:
+        """The options a run's key holds: the prompt file by content (:meth:`key_files`), not by
+        path; ``analyses`` (the replies so far) is a result, not an option."""
+        return {"generate": self.generate, "replies": self.replies, "max_words": self.max_words,
+                "prompt_file": None if self.prompt_file is None else "<content: files>"}
+
     def identity(self) -> dict[str, Any]:
         """What pins a GREEN number: the prompt (ours or the file, with its SHA-256), the word
         limit and the GREEN model's identity when ``generate`` carries one."""

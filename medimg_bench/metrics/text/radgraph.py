@@ -193,7 +193,15 @@ class RadGraphF1(Metric):
             raise ValueError(f"{self.name}: version must be one of {RADGRAPH_VERSIONS}, got {version!r}")
         self.version, self.annotated = version, annotated
         self._annotator, self._model, self._cache = annotator, model, model_cache_dir
+        self._loads_model = annotator is None and not annotated  # else no model is read
         self.add_state("rows", [], dist_reduce_fx="cat")
+
+    def key_files(self) -> dict[str, Any]:
+        """``{"model_cache_dir": <dir>/<model>}``, the folder the ``radgraph`` package reads, when
+        texts are annotated by it (a run's key holds its content); nothing otherwise."""
+        if not self._loads_model or self._cache is None:
+            return {}
+        return {"model_cache_dir": Path(self._cache).expanduser() / str(self._model)}
 
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         if self._annotator is None:

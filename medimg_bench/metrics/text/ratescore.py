@@ -271,7 +271,14 @@ class RaTEScoreMetric(Metric):
         _matrix(affinity)
         self.affinity, self._ner, self._encode, self._encoder_model = affinity, ner, encode, encoder_model
         self._ner_model = ner_model
+        self._loads = {"ner_model": ner is None, "encoder_model": encode is None}  # else not read
         self.add_state("rows", [], dist_reduce_fx="cat")
+
+    def key_files(self) -> dict[str, Any]:
+        """The local model folders the metric loads (``ner_model``, ``encoder_model``; not those a
+        given ``ner=`` / ``encode=`` replaces): a run's key holds their content."""
+        return {k: v for k, v in (("ner_model", self._ner_model), ("encoder_model", self._encoder_model))
+                if v is not None and self._loads[k]}
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
         if isinstance(preds, str) or isinstance(targets, str):

@@ -31,6 +31,7 @@ is absent, with the reason, and RadCliQ is absent unless all four are present.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections import Counter
@@ -46,6 +47,7 @@ __all__ = [
     "RADCLIQ_MODELS",
     "BERTSCORE_BASELINES",
     "REXRANK_OPTIONS",
+    "REXRANK_FILE_OPTIONS",
     "prep_reports_rexrank",
     "rexrank_bleu2",
     "radcliq",
@@ -97,6 +99,10 @@ BERTSCORE_BASELINES: dict[tuple[str, str], tuple[tuple[float, float, float], ...
 #: bert-score's default layer (``model2layers``) of the model types CXR-Report-Metric uses
 _DEFAULT_LAYERS = {"distilroberta-base": 5}
 
+#: the options that name a model file or folder, or a file of annotations: they enter a run's key
+#: by content (:meth:`RexrankScorer.files`), not by path
+REXRANK_FILE_OPTIONS = ("bertscore_model", "chexbert_checkpoint", "chexbert_bert_path",
+                        "radgraph_model_cache_dir", "radgraph_annotations")
 #: the ``scoring.*`` options of ``scoring=rexrank`` and their defaults
 REXRANK_OPTIONS: dict[str, Any] = {
     "bertscore_model": None,  # distilroberta-base: a hub id or a local folder
@@ -111,6 +117,7 @@ REXRANK_OPTIONS: dict[str, Any] = {
     "batch_size": 32,
 }
 _SPACES = re.compile(" +")
+log = logging.getLogger(__name__)
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -395,6 +402,35 @@ class RexrankScorer:
             for version in RADCLIQ_MODELS:
                 out[version] = radcliq(out, version=version)
         return {c: out[c] for c in REXRANK_COLUMNS if c in out}
+
+    def files(self) -> dict[str, Path]:
+        """``{option: local file or folder}`` that the model-based columns read (hub ids and
+        ``hf://`` files resolved to the local snapshot; ``radgraph_model_cache_dir`` as its
+        ``<dir>/<radgraph_model>`` folder, and only when no annotations file replaces it): what a
+        run's key holds by content. An option that cannot be resolved is given as written (its
+        digest is then ``missing``; the scorer names the problem when it runs)."""
+        from medimg_bench.metrics.text.chexbert import _require
+
+        o = self.options
+        resolve: dict[str, Callable[[], Path]] = {
+            "bertscore_model": self._bertscore_path,
+            "chexbert_checkpoint": lambda: _require(o["chexbert_checkpoint"], "scoring.chexbert_checkpoint", "chexbert.pth"),
+            "chexbert_bert_path": lambda: _require(o["chexbert_bert_path"], "scoring.chexbert_bert_path", "bert-base-uncased"),
+            "radgraph_model_cache_dir": lambda: Path(o["radgraph_model_cache_dir"]).expanduser() / str(o["radgraph_model"]),
+            "radgraph_annotations": lambda: Path(o["radgraph_annotations"]).expanduser(),
+        }
+        if o["radgraph_annotations"] is not None:
+            resolve.pop("radgraph_model_cache_dir")  # the annotations are read instead of the model
+        out: dict[str, Path] = {}
+        for name, fn in resolve.items():
+            if o[name] is None:
+                continue
+            try:
+                out[name] = fn()
+            except (OSError, ValueError) as exc:
+                log.warning("scoring.%s = %r cannot be resolved for the run's key (%s)", name, o[name], exc)
+                out[name] = Path(str(o[name])).expanduser()
+        return out
 
     def _bertscore_path(self) -> Path:
         from medimg_bench.hub import looks_like_hub_id, resolve_transformers_snapshot
