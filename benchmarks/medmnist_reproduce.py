@@ -12,8 +12,9 @@ machine) is written to ``OUT/table.md`` and printed.
         --flags breastmnist,retinamnist
     python benchmarks/medmnist_reproduce.py --out /work/runs_medmnist --table-only   # table of what exists
 
-On the 2-core CPU this is about 4-5 hours (ResNet-18: ~22 min per BreastMNIST seed, ~31 min
-per RetinaMNIST seed; ResNet-50 about 2.3x); add ``device=cuda`` for a GPU.
+On the 2-core CPU this is many hours (measured, ResNet-18: ~47-49 min per BreastMNIST seed at
+load 1-6, a RetinaMNIST seed ~1 h 45 min from its first epoch; ResNet-50 about 2.3x; the issue's
+first runs took 22 and 31 min); add ``device=cuda`` for a GPU.
 """
 
 from __future__ import annotations
