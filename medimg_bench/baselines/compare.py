@@ -42,7 +42,7 @@ _TASKS = {"phase_recognition": ("video_id", "frame_index", "pred"), "classificat
 
 #: manifest fields that decide how a generative run's replies were scored (the task's notes): the
 #: judge (rubrics, judge identity, settings) and the reply's parse rule; compared, and told
-_SCORING_FIELDS = ("judge", "parse")
+_SCORING_FIELDS = ("judge", "parse", "option_files")  # option_files: content of scoring models, prompts
 #: task figures a run's summary keeps beside its metrics that compare does not recompute (those it
 #: does are in ``compare_figures``)
 _SUMMARY_FIGURES = {

@@ -146,6 +146,15 @@ class RunIdentity:
                  options: EvalOptions) -> None:
         self.dataset, self.task, self.model, self.metrics, self.options = dataset, task, model, metrics, options
         self.data = dataset_identity(dataset)
+        self._option_files: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    def option_files(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(content digests, paths)`` of the files the task's and metrics' options name
+        (:func:`files_identity`), computed once per run: the checkpoint key and the manifest
+        both hold the digests."""
+        if self._option_files is None:
+            self._option_files = files_identity(self.task, self.metrics)
+        return self._option_files
 
     def checkpoint_key(self) -> dict[str, Any]:
         """The key every checkpoint part carries: a part of another run is refused by field.
@@ -161,7 +170,7 @@ class RunIdentity:
         }
         from medimg_bench.engine.checkpoint import DISPLAY_ONLY
 
-        digests, paths = files_identity(self.task, self.metrics)
+        digests, paths = self.option_files()
         if digests:  # absent when no option names a file: earlier checkpoints keep resuming
             key["files"], key[DISPLAY_ONLY] = digests, paths
         return key

@@ -311,6 +311,9 @@ def _manifest(run: _Run) -> dict[str, Any]:
         "timings_s": {"loop": clock.seconds("loop"), "table": clock.seconds("table", "table_start"),
                       "summary": clock.seconds("summary", "table")},
         "seed": options.seed,
+        # content digests of the files task / metric options name (models of scoring=rexrank, a
+        # judge's prompt folder …): a comparison of two runs notes when they differ
+        "option_files": run.identity.option_files()[0] or None,
     }
     if options.shard is not None:
         manifest["shard"] = {"index": options.shard[0], "count": options.shard[1], "n_selected": len(state.done)}

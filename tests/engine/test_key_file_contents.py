@@ -24,6 +24,7 @@ from PIL import Image
 
 import medimg_bench as mb
 from medimg_bench._hashing import MISSING, FileHashCache, content_digest, content_digests
+from medimg_bench.engine.plan import files_identity
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.tasks.report import ReportGenerationTask
 from tests.metrics.text._tiny_bert import WORDS, write_tiny_bert
@@ -210,6 +211,9 @@ def test_changed_content_at_the_same_path_is_refused_and_moved_content_resumes(o
     path, extra = build(tmp_path / "models")
     reference = _run(option, path, extra, ds, None)
     assert column in reference.samples and reference.samples[column].notna().all()
+    # the manifest holds the option's content digest even without a checkpoint (compare reads it)
+    assert reference.manifest["option_files"] == files_identity(_task(option, path, extra), {})[0]
+    assert reference.manifest["option_files"]["task"][f"scoring.{option}"].startswith(("sha256:", "tree-sha256:"))
 
     ckpt = tmp_path / "run" / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
@@ -229,6 +233,7 @@ def test_changed_content_at_the_same_path_is_refused_and_moved_content_resumes(o
     assert "Resume with the same model, weights, options, files and data" in message
 
     resumed = _run(option, moved, extra, ds, ckpt)  # accepted, and the uninterrupted numbers
+    assert resumed.manifest["option_files"] == reference.manifest["option_files"]  # content, not path
     assert resumed.summary["n_samples"] == reference.summary["n_samples"]
     cols = ["id", column]
     pd.testing.assert_frame_equal(resumed.samples[cols].reset_index(drop=True),

@@ -191,7 +191,9 @@ def test_cxreasonbench_references_hold_every_stage(built):
 
 
 @pytest.mark.parametrize(("task", "field", "value"), [("moaks_vqa", "parse", "lenient"),
-                                                      ("cxreasonbench_reasoning", "judge", {"judge": {"name": "other"}})])
+                                                      ("cxreasonbench_reasoning", "judge", {"judge": {"name": "other"}}),
+                                                      ("cxreasonbench_reasoning", "option_files",
+                                                       {"task": {"judge_prompt_dir/final.txt": "sha256:00"}})])
 def test_generative_notes_say_what_is_not_compared(task, field, value, built, tmp_path):
     """The task's summary figures are compared (recomputed from the records) or named as not
     compared, and runs scored another way (parse rule, judge) are compared with a note saying so."""
