@@ -54,13 +54,12 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     import torch
 
     from medimg_bench._secrets import redact_secrets, secret_values
-    from medimg_bench.engine.plan import files_identity
     from medimg_bench.engine.runner import _metric_settings
 
     parts = results.parts
     man = results.manifest
     known = secret_values(dict(config)) | secret_values(man)
-    files = files_identity(results.task, results.metrics)[0]  # option files by content (the config has paths)
+    files = man.get("option_files") or {}  # option files by content, as the run read them (the config has paths)
     state = {
         "version": VERSION,
         "config": redact_secrets(_plain(dict(config)), known),
