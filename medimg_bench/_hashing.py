@@ -36,7 +36,7 @@ from typing import Any
 
 __all__ = ["file_sha256", "hash_files", "path_key", "tree_files", "tree_sha256", "content_digest",
            "content_digests", "FileHashCache", "default_hash_cache_path", "plain_value", "describe_call",
-           "MISSING"]
+           "callable_identity", "stable_repr", "MISSING"]
 
 log = logging.getLogger(__name__)
 
@@ -287,13 +287,18 @@ def content_digests(files: Mapping[str, str | os.PathLike[str] | None], *,
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
+def stable_repr(value: Any) -> str:
+    """``repr`` without memory addresses (``<Foo object at 0x7f…>``), the same in every process."""
+    return _ADDRESS.sub("", repr(value))
+
+
 def plain_value(value: Any, *, depth: int = 0) -> Any:
     """A JSON-able, process-independent description of an option value: numbers, strings and
     containers as they are, paths as strings, arrays and tensors by dtype, shape and SHA-256,
     data frames by shape and columns, callables by qualified name, anything else by ``repr``
     without memory addresses."""
     if depth > 8:
-        return _ADDRESS.sub("", repr(value))[:200]
+        return stable_repr(value)[:200]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, os.PathLike):
@@ -312,7 +317,7 @@ def plain_value(value: Any, *, depth: int = 0) -> Any:
         return _array_description(value)
     if callable(value) and hasattr(value, "__qualname__"):
         return f"<{getattr(value, '__module__', '?')}.{value.__qualname__}>"
-    return _ADDRESS.sub("", repr(value))
+    return stable_repr(value)
 
 
 def _array_description(value: Any) -> str:
@@ -324,7 +329,62 @@ def _array_description(value: Any) -> str:
         digest = hashlib.sha256(arr.tobytes()).hexdigest()[:16]
         return f"<array {arr.dtype} {tuple(arr.shape)} sha256:{digest}>"
     except Exception:  # an exotic array type: its repr
-        return _ADDRESS.sub("", repr(value))[:200]
+        return stable_repr(value)[:200]
+
+
+_SIMPLE = (type(None), bool, int, float, str, os.PathLike)
+
+
+def callable_identity(fn: Any, *, depth: int = 0) -> dict[str, Any] | None:
+    """What a run's key holds of a callable option that scores (a GREEN ``generate``, a
+    RaTEScore ``ner``, a RadGraph ``annotator``): its qualified name, the SHA-256 of its source
+    (of its bytecode where the source cannot be read), the plain values its closure captures
+    (others by type), and the ``identity`` it carries, else the ``identity`` or ``fingerprint()``
+    of the object it is bound to (a model adapter's). A changed function body, captured setting
+    or wrapped model changes it; the weights of a model captured without an identity do not (say
+    so with ``fn.identity = {...}``). None for None."""
+    if fn is None:
+        return None
+    if inspect.isfunction(fn) or inspect.isbuiltin(fn):
+        func, owner = fn, None
+    elif inspect.ismethod(fn):
+        func, owner = fn.__func__, fn.__self__
+    else:  # a callable object: its class's __call__
+        func, owner = type(fn).__call__, fn
+    out: dict[str, Any] = {"callable": f"{getattr(func, '__module__', None) or '?'}.{func.__qualname__}",
+                           "source_sha256": _code_digest(func)}
+    code = getattr(func, "__code__", None)
+    if code is not None and func.__closure__ and depth < 3:
+        out["closure"] = {name: _captured(cell, depth) for name, cell in zip(code.co_freevars, func.__closure__)}
+    for holder, attr in ((fn, "identity"), (owner, "identity"), (owner, "fingerprint")):
+        found = getattr(holder, attr, None) if holder is not None else None
+        if found is not None:
+            out["identity"] = plain_value(found() if callable(found) else found)
+            break
+    return out
+
+
+def _code_digest(func: Any) -> str | None:
+    try:
+        return hashlib.sha256(inspect.getsource(func).encode("utf-8")).hexdigest()
+    except (OSError, TypeError):  # defined at a prompt, or built in
+        code = getattr(func, "__code__", None)
+        if code is None:
+            return None
+        consts = stable_repr(code.co_consts)  # nested code objects print their address
+        return "bytecode:" + hashlib.sha256(code.co_code + consts.encode()).hexdigest()
+
+
+def _captured(cell: Any, depth: int) -> Any:
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+    if isinstance(value, _SIMPLE) or isinstance(value, (list, tuple, dict)) and len(repr(value)) < 2000:
+        return plain_value(value)
+    if inspect.isfunction(value):
+        return callable_identity(value, depth=depth + 1)
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def describe_call(fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from medimg_bench._hashing import stable_repr
 from medimg_bench.datasets.base import dataset_identity
 from medimg_bench.engine.loader import sample_ids
 from medimg_bench.engine.options import EvalOptions
@@ -47,11 +47,6 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
             "note": "the model has no fingerprint(): only its name and class are checked on resume"}
 
 
-def _stable_repr(value: Any) -> str:
-    """``repr`` without memory addresses (``<Foo object at 0x7f…>``), the same in every process."""
-    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
-
-
 def _key_options(obj: Any, public: Mapping[str, Any]) -> Mapping[str, Any]:
     # an object whose options name files says what to key on instead (paths out: their content
     # is in the key's ``files``, so the same file elsewhere resumes)
@@ -62,7 +57,7 @@ def _key_options(obj: Any, public: Mapping[str, Any]) -> Mapping[str, Any]:
 def object_settings(obj: Any) -> str:
     """An object's class and public options (not its states), as a string."""
     opts = _key_options(obj, {k: v for k, v in vars(obj).items() if not k.startswith("_")})
-    return f"{type(obj).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
+    return f"{type(obj).__name__}{sorted((k, stable_repr(v)) for k, v in opts.items())}"
 
 
 def metric_settings(metric: Metric) -> str:
@@ -70,7 +65,7 @@ def metric_settings(metric: Metric) -> str:
     must not be resumed."""
     opts = _key_options(metric, {k: v for k, v in vars(metric).items()
                                  if k not in metric._defaults and not k.startswith("_")})
-    return f"{type(metric).__name__}{sorted((k, _stable_repr(v)) for k, v in opts.items())}"
+    return f"{type(metric).__name__}{sorted((k, stable_repr(v)) for k, v in opts.items())}"
 
 
 def key_files(obj: Any) -> dict[str, str]:

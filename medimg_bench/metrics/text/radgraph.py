@@ -194,6 +194,7 @@ class RadGraphF1(Metric):
         self.version, self.annotated = version, annotated
         self._annotator, self._model, self._cache = annotator, model, model_cache_dir
         self._loads_model = annotator is None and not annotated  # else no model is read
+        self._given_annotator = annotator  # the key's, as given (``_annotator`` is loaded later)
         self.add_state("rows", [], dist_reduce_fx="cat")
 
     def key_files(self) -> dict[str, Any]:
@@ -202,6 +203,18 @@ class RadGraphF1(Metric):
         if not self._loads_model or self._cache is None:
             return {}
         return {"model_cache_dir": Path(self._cache).expanduser() / str(self._model)}
+
+    def key_settings(self) -> dict[str, Any]:
+        """The options a run's key holds: ``version``, ``annotated``, the RadGraph model the
+        package loads (``radgraph`` / ``radgraph-xl`` …; its folder by content when
+        ``model_cache_dir`` is set, :meth:`key_files`) or a given ``annotator`` by its code and
+        identity (:func:`~medimg_bench._hashing.callable_identity`)."""
+        from medimg_bench._hashing import callable_identity
+
+        return {"version": self.version, "annotated": self.annotated,
+                "model": str(self._model) if self._loads_model else None,
+                "annotator": callable_identity(self._given_annotator),
+                "model_cache_dir": "<content: files>" if self.key_files() else None}
 
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         if self._annotator is None:

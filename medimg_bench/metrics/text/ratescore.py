@@ -272,6 +272,7 @@ class RaTEScoreMetric(Metric):
         self.affinity, self._ner, self._encode, self._encoder_model = affinity, ner, encode, encoder_model
         self._ner_model = ner_model
         self._loads = {"ner_model": ner is None, "encoder_model": encode is None}  # else not read
+        self._given = {"ner": ner, "encode": encode}  # the key's, as given (``_ner`` is loaded later)
         self.add_state("rows", [], dist_reduce_fx="cat")
 
     def key_files(self) -> dict[str, Any]:
@@ -279,6 +280,18 @@ class RaTEScoreMetric(Metric):
         given ``ner=`` / ``encode=`` replaces): a run's key holds their content."""
         return {k: v for k, v in (("ner_model", self._ner_model), ("encoder_model", self._encoder_model))
                 if v is not None and self._loads[k]}
+
+    def key_settings(self) -> dict[str, Any]:
+        """The options a run's key holds: ``affinity``; a given ``ner`` / ``encode`` by its code
+        and the identity it carries (:func:`~medimg_bench._hashing.callable_identity`), computed
+        from what was given, not from the models loaded since; model folders by content
+        (:meth:`key_files`)."""
+        from medimg_bench._hashing import callable_identity
+
+        files = self.key_files()
+        return {"affinity": self.affinity, "ner": callable_identity(self._given["ner"]),
+                "encode": callable_identity(self._given["encode"]),
+                **{k: "<content: files>" if k in files else None for k in ("ner_model", "encoder_model")}}
 
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
         if isinstance(preds, str) or isinstance(targets, str):
