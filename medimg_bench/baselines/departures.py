@@ -14,7 +14,7 @@ __all__ = ["NEUTRAL_KEYS", "describe", "recipe_departures"]
 NEUTRAL_KEYS = (
     "dataset.root", "dataset.options.mmap", "dataset.options.cache_dir", "device", "num_workers",
     "batch_size", "progress", "output_dir", "run_name", "overwrite", "resume", "checkpoint_every",
-    "checkpoint_interval_s", "train.num_workers", "train.cache", "bootstrap.n_resamples", "seed",
+    "checkpoint_interval_s", "train.num_workers", "train.cache", "train.checkpoint_every", "bootstrap.n_resamples", "seed",
     "subgroups", "hydra",
 )
 _MISSING = "<unset>"

@@ -328,7 +328,9 @@ def _run_once(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, An
 def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, Any]],
                seeds: list[int]) -> list[dict[str, Any]]:
     """One run per seed into ``run_dir/seed=<s>``; a finished run there with the same config is
-    reused (refused when its config differs), an unfinished one is started again."""
+    reused (refused when its config differs), an interrupted training goes on from its last
+    training state (``train/``), anything else unfinished is started again."""
+    from medimg_bench.engine.run_dir import has_train_state
     from medimg_bench.runs import compose_config, run_config
     from medimg_bench.runs.compose import plain
 
@@ -342,8 +344,12 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, A
             _same_config(sdir, plain(cfg))
             print(f"seed={s}: {sdir} is finished; reused, not retrained")
         else:
-            if sdir.exists() and any(sdir.iterdir()):
-                cfg = compose_config([*ovs, f"seed={s}", "overwrite=true"])  # an interrupted run
+            if has_train_state(sdir):  # an interrupted training: on from its last state
+                quoted = str(sdir).replace("'", "\\'")  # the `=` of `seed=<s>` needs quotes
+                cfg = compose_config([*ovs, f"seed={s}", f"resume='{quoted}'"])
+                print(f"seed={s}: training on from the state in {sdir / 'train'}", flush=True)
+            elif sdir.exists() and any(sdir.iterdir()):
+                cfg = compose_config([*ovs, f"seed={s}", "overwrite=true"])  # interrupted before a state
             print(f"seed={s}: training into {sdir}", flush=True)
             run_config(cfg, sdir)
         _record_files(sdir, files)

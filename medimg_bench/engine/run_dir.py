@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_run_dir", "retries_failed", "RESULT_FILES"]
+__all__ = ["check_run_dir", "retries_failed", "RESULT_FILES", "TRAIN_STATE", "has_train_state"]
 
 RESULT_FILES = ("summary.json", "samples.parquet")
+#: the training state of an unfinished training (``fit``'s ``checkpoint_dir`` is ``train/``)
+TRAIN_STATE = Path("train") / "train_state.pt"
+
+
+def has_train_state(run_dir: str | Path) -> bool:
+    """True when ``run_dir`` holds the training state of a training that did not finish."""
+    return (Path(run_dir) / TRAIN_STATE).is_file()
 
 
 def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = False) -> Any:
@@ -20,26 +27,31 @@ def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = 
     * ``resume=DIR`` of a finished run that kept its checkpoint (it had failed samples) → None:
       the caller runs again with ``retry_failed`` (:func:`retries_failed`), predicting exactly
       the failed samples;
-    * a new run whose directory already holds results or a checkpoint → ``FileExistsError``
-      unless ``overwrite=true`` (then the old checkpoint is removed so nothing is mixed in).
+    * ``resume=DIR`` of a run whose training was interrupted (``train/train_state.pt``) → None:
+      the caller trains on from that state, then evaluates;
+    * a new run whose directory already holds results, a checkpoint or a training state →
+      ``FileExistsError`` unless ``overwrite=true`` (then the old checkpoint and training state
+      are removed so nothing is mixed in).
 
     Returns the finished :class:`Results` or None (go on and run)."""
     from medimg_bench.engine.checkpoint import has_checkpoint, remove_checkpoint
 
     run_dir = Path(run_dir)
     has_results = any((run_dir / f).exists() for f in RESULT_FILES)
-    has_ckpt = has_checkpoint(run_dir / "checkpoint")
+    has_ckpt = has_checkpoint(run_dir / "checkpoint") or has_train_state(run_dir)
     if resume:
         return _resume(run_dir, Path(str(resume)), has_results=has_results, has_ckpt=has_ckpt)
     if has_results or has_ckpt:
         if not overwrite:
             what = "results (" + ", ".join(f for f in RESULT_FILES if (run_dir / f).exists()) + ")" \
-                if has_results else "an unfinished run's checkpoint/"
+                if has_results else ("an unfinished run's checkpoint/" if has_checkpoint(run_dir / "checkpoint")
+                                     else f"an unfinished training's {TRAIN_STATE}")
             raise FileExistsError(
                 f"run directory {run_dir} already holds {what}; pass overwrite=true to replace it, "
                 f"or resume={run_dir} to continue or show it"
             )
         remove_checkpoint(run_dir / "checkpoint")
+        (run_dir / TRAIN_STATE).unlink(missing_ok=True)
     return None
 
 
@@ -52,7 +64,7 @@ def _resume(run_dir: Path, rdir: Path, *, has_results: bool, has_ckpt: bool) -> 
             return None
     if nothing:
         raise FileNotFoundError(
-            f"resume={rdir}: nothing to resume there (no checkpoint/, no model.safetensors and no "
+            f"resume={rdir}: nothing to resume there (no checkpoint/, no {TRAIN_STATE}, no model.safetensors and no "
             f"finished results{'; the directory does not exist' if not rdir.exists() else ''})"
         )
     from medimg_bench.engine.distributed import is_main_process

@@ -147,22 +147,70 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
     train_set = build_dataset(dcfg, dcfg["train_split"])
     val_set = build_dataset(dcfg, tcfg.get("val_split") or "val") if tcfg.get("select_on") else None
     model.to(resolve_device(device))
+    every = int(tcfg.get("checkpoint_every") or 0)
+    state_dir = _training_state_dir(c, run_dir, rank=rank) if every > 0 else None
+    resumed = state_dir is not None and (state_dir / "train_state.pt").is_file()
     tr = fit(
         model, train_set, loss_fn=task.loss, max_steps=int(tcfg["max_steps"]),
         max_seconds=tcfg.get("max_seconds"), lr=float(tcfg["lr"]),
         weight_decay=float(tcfg.get("weight_decay", 0.0)), batch_size=int(tcfg["batch_size"]),
         seed=int(c["seed"]), progress=bool(c.get("progress", True)) and rank == 0,
         cache=bool(tcfg.get("cache", False)), num_workers=int(tcfg.get("num_workers", 0)),
-        val_dataset=val_set, **fit_config_options(tcfg),
+        val_dataset=val_set, checkpoint_dir=state_dir, checkpoint_every=max(every, 1), **fit_config_options(tcfg),
     )
     info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
             "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
     if tr.best_epoch is not None:  # train.select_on: the epoch kept and the validation curve
         info.update(select_on=tcfg["select_on"], n_val=len(val_set), best_epoch=tr.best_epoch,
                     best_val=tr.best_val, val_curve=[[e, v] for e, v in tr.val_curve])
+    if resumed:
+        info["resumed_training"] = True
     if rank == 0:
         _save_weights(model, weights)
+        if state_dir is not None:  # the weights are what a resume reads from now on
+            _remove_training_state(state_dir)
     return info
+
+
+#: config keys that do not change what training computes (a training state resumes under others)
+_TRAIN_NEUTRAL = ("resume", "overwrite", "progress", "verbose", "report", "device", "num_workers", "hydra",
+                  "checkpoint_every", "checkpoint_interval_s", "train.num_workers", "train.checkpoint_every", "train.cache",
+                  "dataset.root", "dataset.options.root", "dataset.cache_dir", "dataset.options.cache_dir")
+
+
+def _training_key(c: Mapping[str, Any]) -> dict[str, Any]:
+    """What a training state must match to be resumed: the config's model, dataset, task, seed,
+    AMP and train entries, locations and worker counts left out."""
+    from medimg_bench.engine.checkpoint import _flatten
+
+    flat = _flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
+    key = {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in _TRAIN_NEUTRAL)}
+    return json.loads(json.dumps(key, sort_keys=True, default=str))  # as config.json holds it
+
+
+def _training_state_dir(c: Mapping[str, Any], run_dir: Path, *, rank: int) -> Path:
+    """``run_dir/train``, where ``fit`` keeps its training state; a state left by a training of
+    another config is refused, naming the keys that differ."""
+    state_dir = run_dir / "train"
+    key, key_file = _training_key(c), state_dir / "config.json"
+    if (state_dir / "train_state.pt").is_file() and key_file.is_file():
+        saved = json.loads(key_file.read_text())
+        diffs = [f"{k}: saved {saved.get(k)!r}, now {key.get(k)!r}" for k in sorted(set(saved) | set(key))
+                 if saved.get(k) != key.get(k)]
+        if diffs:
+            raise ValueError(f"{state_dir}: the training state is of another config ({'; '.join(diffs[:8])}); "
+                             "overwrite=true starts the training again")
+    elif rank == 0:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(json.dumps(key, sort_keys=True))
+    return state_dir
+
+
+def _remove_training_state(state_dir: Path) -> None:
+    for name in ("train_state.pt", "config.json"):
+        (state_dir / name).unlink(missing_ok=True)
+    if state_dir.is_dir() and not any(state_dir.iterdir()):
+        state_dir.rmdir()
 
 
 def _save_weights(model: Any, path: Path) -> None:

@@ -140,6 +140,32 @@ def test_a_finished_seed_is_reused_not_retrained(seeded, npz_root, capsys):
         reproduce(other, run_dir=run, seeds=[0])
 
 
+def test_a_seed_killed_mid_training_trains_on_from_its_state(seeded, npz_root, tmp_path, monkeypatch, capsys):
+    """A seed killed after a training state (``seed=<s>/train/``) goes on from it, to the run an
+    uninterrupted seed gives."""
+    from medimg_bench.models.training import loop
+
+    out, run = seeded
+    card = _card(npz_root, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC: a test card")
+    card["overrides"] = [*card["overrides"], "train.checkpoint_every=2"]
+    real = loop.save_state
+
+    def die_after_step_2(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(loop, "save_state", die_after_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(card, run_dir=tmp_path / "r", seeds=[0])
+    monkeypatch.setattr(loop, "save_state", real)
+    assert (tmp_path / "r" / "seed=0" / "train" / "train_state.pt").is_file()
+    again = reproduce(card, run_dir=tmp_path / "r", seeds=[0])
+    assert "training on from the state" in capsys.readouterr().out
+    man = json.loads((tmp_path / "r" / "seed=0" / "manifest.json").read_text())
+    assert man["training"]["resumed_training"] is True and man["training"]["steps"] == 3
+    assert again["rows"][0]["per_seed"][0]["value"] == out["rows"][0]["per_seed"][0]["value"]
+
+
 def test_an_override_of_the_recipe_is_measured_without_a_verdict(npz_root, tmp_path, capsys):
     card = _card(npz_root, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC: a test card")
     out = reproduce(card, ["train.max_steps=2", "bootstrap.n_resamples=20", "device=cpu"], run_dir=tmp_path / "r")

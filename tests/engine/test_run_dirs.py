@@ -49,6 +49,44 @@ def test_resume_reuses_trained_weights_and_gives_the_same_numbers(tmp_path, monk
     assert again.summary["metrics"] == first.summary["metrics"]
 
 
+def test_a_training_killed_halfway_goes_on_from_its_last_state(tmp_path, monkeypatch):
+    """train.checkpoint_every: a killed training resumes (resume=RUN_DIR) from its last state
+    to the numbers of a training never interrupted; another config is refused, naming it."""
+    from medimg_bench.models.training import loop
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    train = [*TINY, "train.enabled=true", "train.max_steps=6", "train.batch_size=4", "train.checkpoint_every=2"]
+    whole = run(train, run_dir=tmp_path / "whole")
+    assert not (tmp_path / "whole" / "train").exists()  # removed once the weights are written
+
+    real = loop.save_state
+
+    def save_then_die(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        if args[3].steps == 4:
+            raise KeyboardInterrupt("killed at step 4")
+
+    monkeypatch.setattr(loop, "save_state", save_then_die)
+    killed = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        run(train, run_dir=killed)
+    monkeypatch.setattr(loop, "save_state", real)
+    assert (killed / "train" / "train_state.pt").is_file() and not (killed / "model.safetensors").exists()
+    with pytest.raises(FileExistsError, match=r"unfinished training's train/train_state.pt.*resume="):
+        run(train, run_dir=killed)
+    with pytest.raises(ValueError, match=r"training state is of another config.*train.lr"):
+        run([*train, "train.lr=0.01", f"resume={killed}"])
+    saved_steps: list[int] = []
+    monkeypatch.setattr(loop, "save_state", lambda path, *a, **k: (saved_steps.append(a[3].steps), real(path, *a, **k)))
+    resumed = run([*train, f"resume={killed}"])
+    assert saved_steps == [6]  # steps 5 and 6 only: on from step 4, not from the start
+    assert resumed.manifest["training"]["resumed_training"] is True
+    assert resumed.manifest["training"]["steps"] == 6
+    assert resumed.summary["metrics"] == whole.summary["metrics"]
+    assert (killed / "model.safetensors").read_bytes() == (tmp_path / "whole" / "model.safetensors").read_bytes()
+    assert not (killed / "train").exists()
+
+
 def test_secrets_are_never_written(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
     run([*TINY, "+api_key=sk-test-123", "+train.hf_token=hf-secret-456", "+dataset.label_key=finding"],
