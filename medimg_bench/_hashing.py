@@ -20,6 +20,7 @@ A core module (layer 0): no heavy imports.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -384,6 +385,8 @@ def _captured(cell: Any, depth: int) -> Any:
         return plain_value(value)
     if inspect.isfunction(value):
         return callable_identity(value, depth=depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # settings (max tokens, temperature)
+        return plain_value(dataclasses.asdict(value))
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 

@@ -134,3 +134,22 @@ def test_callable_identity_parts():
     assert callable_identity(scaled(2)) != callable_identity(scaled(3))
     assert callable_identity(Adapter().generate)["identity"] == {"weights": "sha256:abc"}
     assert callable_identity(_upper)["source_sha256"] != callable_identity(_lower)["source_sha256"]
+
+
+def test_generation_settings_captured_by_a_generate_closure_are_in_its_identity():
+    """``text_model_generate`` captures the judge's generation settings (a dataclass): another
+    ``max_new_tokens`` is another key."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        max_new_tokens: int
+        temperature: float = 0.0
+
+    def make(settings):
+        def generate(prompts):
+            return [p[: settings.max_new_tokens] for p in prompts]
+        return generate
+
+    assert callable_identity(make(Settings(16)))["closure"] == {"settings": {"max_new_tokens": 16, "temperature": 0.0}}
+    assert callable_identity(make(Settings(16))) != callable_identity(make(Settings(32)))
