@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_run_dir", "retries_failed", "RESULT_FILES", "TRAIN_STATE", "has_train_state"]
+__all__ = ["check_run_dir", "retries_failed", "RESULT_FILES", "TRAIN_STATE", "has_train_state",
+           "remove_train_state"]
 
 RESULT_FILES = ("summary.json", "samples.parquet")
 #: the training state of an unfinished training (``fit``'s ``checkpoint_dir`` is ``train/``)
@@ -15,6 +16,16 @@ TRAIN_STATE = Path("train") / "train_state.pt"
 def has_train_state(run_dir: str | Path) -> bool:
     """True when ``run_dir`` holds the training state of a training that did not finish."""
     return (Path(run_dir) / TRAIN_STATE).is_file()
+
+
+def remove_train_state(run_dir: str | Path) -> None:
+    """Remove ``run_dir/train/``'s training state and the config it was keyed to (the folder too
+    when nothing else is in it)."""
+    state_dir = (Path(run_dir) / TRAIN_STATE).parent
+    for name in (TRAIN_STATE.name, "config.json"):
+        (state_dir / name).unlink(missing_ok=True)
+    if state_dir.is_dir() and not any(state_dir.iterdir()):
+        state_dir.rmdir()
 
 
 def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = False) -> Any:
@@ -51,7 +62,7 @@ def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = 
                 f"or resume={run_dir} to continue or show it"
             )
         remove_checkpoint(run_dir / "checkpoint")
-        (run_dir / TRAIN_STATE).unlink(missing_ok=True)
+        remove_train_state(run_dir)
     return None
 
 

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from medimg_bench.builders import build_dataset, build_model
-from medimg_bench.engine.run_dir import check_run_dir, retries_failed
+from medimg_bench.engine.run_dir import (
+    check_run_dir,
+    has_train_state,
+    remove_train_state,
+    retries_failed,
+)
 from medimg_bench.runs.compose import compose_config, plain
 
 __all__ = ["run", "run_config", "seed_everything"]
@@ -149,7 +154,7 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
     model.to(resolve_device(device))
     every = int(tcfg.get("checkpoint_every") or 0)
     state_dir = _training_state_dir(c, run_dir, rank=rank) if every > 0 else None
-    resumed = state_dir is not None and (state_dir / "train_state.pt").is_file()
+    resumed = state_dir is not None and has_train_state(run_dir)
     tr = fit(
         model, train_set, loss_fn=task.loss, max_steps=int(tcfg["max_steps"]),
         max_seconds=tcfg.get("max_seconds"), lr=float(tcfg["lr"]),
@@ -168,7 +173,7 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
     if rank == 0:
         _save_weights(model, weights)
         if state_dir is not None:  # the weights are what a resume reads from now on
-            _remove_training_state(state_dir)
+            remove_train_state(run_dir)
     return info
 
 
@@ -191,12 +196,12 @@ def _training_key(c: Mapping[str, Any]) -> dict[str, Any]:
 def _training_state_dir(c: Mapping[str, Any], run_dir: Path, *, rank: int) -> Path:
     """``run_dir/train``, where ``fit`` keeps its training state; a state left by a training of
     another config is refused, naming the keys that differ."""
+    from medimg_bench.engine.checkpoint import key_differences
+
     state_dir = run_dir / "train"
     key, key_file = _training_key(c), state_dir / "config.json"
-    if (state_dir / "train_state.pt").is_file() and key_file.is_file():
-        saved = json.loads(key_file.read_text())
-        diffs = [f"{k}: saved {saved.get(k)!r}, now {key.get(k)!r}" for k in sorted(set(saved) | set(key))
-                 if saved.get(k) != key.get(k)]
+    if has_train_state(run_dir) and key_file.is_file():
+        diffs = key_differences(json.loads(key_file.read_text()), key)
         if diffs:
             raise ValueError(f"{state_dir}: the training state is of another config ({'; '.join(diffs[:8])}); "
                              "overwrite=true starts the training again")
@@ -204,13 +209,6 @@ def _training_state_dir(c: Mapping[str, Any], run_dir: Path, *, rank: int) -> Pa
         state_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(json.dumps(key, sort_keys=True))
     return state_dir
-
-
-def _remove_training_state(state_dir: Path) -> None:
-    for name in ("train_state.pt", "config.json"):
-        (state_dir / name).unlink(missing_ok=True)
-    if state_dir.is_dir() and not any(state_dir.iterdir()):
-        state_dir.rmdir()
 
 
 def _save_weights(model: Any, path: Path) -> None:
