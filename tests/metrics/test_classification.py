@@ -258,6 +258,22 @@ def test_stateful_metrics_accumulate_and_match_functional():
     assert abs(float(acc.compute()[0]) - ((s >= 0.5) == y).mean()) <= TOL
 
 
+def test_update_keeps_ids_as_plain_str():
+    """The engine's list of exact ``str`` ids is kept as is (the very objects); anything else
+    (numpy strings, integers, a tuple) becomes plain ``str``: checkpoint parts and the table
+    hold only ``str``."""
+    s, y = _multilabel(3, n=4, k=2)
+    m = create_metric("auroc")
+    engine_ids = ["a", "b"]
+    m.update(torch.tensor(s[:2]), torch.tensor(y[:2]), ids=engine_ids)
+    assert all(kept is given for kept, given in zip(m.ids, engine_ids))
+    m.update(torch.tensor(s[2:3]), torch.tensor(y[2:3]), ids=[np.str_("c")])
+    m.update(torch.tensor(s[3:]), torch.tensor(y[3:]), ids=(7,))
+    assert m.ids == ["a", "b", "c", "7"] and all(type(i) is str for i in m.ids)
+    m.update(torch.tensor(s[:0]), torch.tensor(y[:0]), ids=[])
+    assert len(m.ids) == 4
+
+
 def test_stateful_binary_and_multiclass_shapes():
     rng = np.random.default_rng(14)
     m = create_metric("auroc")
