@@ -838,40 +838,39 @@ def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any,
     return fn
 
 
+class _RankingMetric(_ScoreMetric):
+    """A metric of the ranking of scores (AUROC, AUPRC): functional, weighted and
+    cluster-count forms of the same ``ranking``."""
+
+    ranking = ""  # "auroc" or "auprc"
+
+    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        fn = auroc if self.ranking == "auroc" else auprc
+        return fn(preds, targets, average=self.average)
+
+    def weighted_functional(self, preds: Any, targets: Any, weights: torch.Tensor) -> torch.Tensor:
+        """Values for each row of sample ``weights`` (B, N) at once."""
+        out = weighted_ranking(preds, targets, weights, metric=self.ranking, average=self.average)
+        return out.reshape(out.shape[0], -1)
+
+    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
+        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric=self.ranking, average=self.average)
+
+
 @register_metric("auroc", tags=("classification",))
-class AUROC(_ScoreMetric):
+class AUROC(_RankingMetric):
     """Stateful AUROC (per label by default); see :func:`auroc`."""
 
     name = "auroc"
-
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return auroc(preds, targets, average=self.average)
-
-    def weighted_functional(self, preds: Any, targets: Any, weights: torch.Tensor) -> torch.Tensor:
-        """Values for each row of sample ``weights`` (B, N) at once."""
-        out = weighted_ranking(preds, targets, weights, metric="auroc", average=self.average)
-        return out.reshape(out.shape[0], -1)
-
-    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
-        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="auroc", average=self.average)
+    ranking = "auroc"
 
 
 @register_metric("auprc", tags=("classification",))
-class AUPRC(_ScoreMetric):
+class AUPRC(_RankingMetric):
     """Stateful average precision (per label by default); see :func:`auprc`."""
 
     name = "auprc"
-
-    def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return auprc(preds, targets, average=self.average)
-
-    def weighted_functional(self, preds: Any, targets: Any, weights: torch.Tensor) -> torch.Tensor:
-        """Values for each row of sample ``weights`` (B, N) at once."""
-        out = weighted_ranking(preds, targets, weights, metric="auprc", average=self.average)
-        return out.reshape(out.shape[0], -1)
-
-    def cluster_weighted(self, preds: Any, targets: Any, cluster: Any, n_clusters: int) -> Any:
-        return _ranking_cluster_fn(preds, targets, cluster, n_clusters, metric="auprc", average=self.average)
+    ranking = "auprc"
 
 
 class _FromCounts(_ScoreMetric):
