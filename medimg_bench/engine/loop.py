@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ import torch
 
 from medimg_bench.engine.partfile import Unencodable
 from medimg_bench.engine.results import Records
-from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.base import Metric, shared_input_checks
 from medimg_bench.sample import collate, decollate
 from medimg_bench.tasks.base import Task
 
@@ -151,10 +152,11 @@ class BatchSteps:
             raise
         snaps = {k: _snapshot(m) for k, m in self.metrics.items()}
         try:
-            for k, metric in self.metrics.items():
-                metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
-                if k in self.pending_restore and _move_restored(metric, self.pending_restore[k]):
-                    del self.pending_restore[k]
+            with shared_input_checks():  # every metric gets the same inputs: check them once
+                for k, metric in self.metrics.items():
+                    metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
+                    if k in self.pending_restore and _move_restored(metric, self.pending_restore[k]):
+                        del self.pending_restore[k]
             rows = self.task.sample_records(batch, outputs, self.classes)  # type: ignore[arg-type]
         except Exception as exc:
             for k, m in self.metrics.items():
@@ -457,14 +459,14 @@ def _concat(values: list[Any]) -> Any:
     if len(values) == 1:
         return first
     if isinstance(first, torch.Tensor):
-        if len({v.dtype for v in values}) != 1:
+        if not all(map(operator.is_, map(operator.attrgetter("dtype"), values), itertools.repeat(first.dtype))):
             raise ValueError("batch tensors of different dtypes")
         return torch.cat(values)
     if isinstance(first, np.ndarray):
         if len({(v.dtype, v.shape[1:]) for v in values}) != 1:
             raise ValueError("batch arrays of different dtypes or trailing shapes")
         return np.concatenate(values)
-    if all(type(v) is list for v in values):
+    if all(map(operator.is_, map(type, values), itertools.repeat(list))):
         return list(itertools.chain.from_iterable(values))
     raise TypeError(f"cannot concatenate batch values of type {type(first).__name__}")
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics._utils import as_tensor
-from medimg_bench.metrics.base import Metric
+from medimg_bench.metrics.base import Metric, checked_once
 from medimg_bench.registry import register_metric
 
 __all__ = [
@@ -742,7 +742,7 @@ class _ScoreMetric(Metric):
                              f"{tuple(p.shape)} and {tuple(t.shape)}")
         if p.shape[0] != t.shape[0]:
             raise ValueError(f"{self.name}: pred and target lengths differ: {p.shape[0]} vs {t.shape[0]}")
-        if p.is_floating_point() and not _all_finite(p):
+        if p.is_floating_point() and not checked_once("finite", preds, lambda: _all_finite(p)):
             bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(1).nonzero().flatten().tolist()
             where = [ids[i] for i in bad] if ids is not None else bad
             raise ValueError(f"{self.name}: NaN or inf scores for sample(s) {where[:5]}")
