@@ -13,8 +13,9 @@ machine) is written to ``OUT/table.md`` and printed.
     python benchmarks/medmnist_reproduce.py --out /work/runs_medmnist --table-only   # table of what exists
 
 On the 2-core CPU this is many hours (measured, ResNet-18: ~47-49 min per BreastMNIST seed at
-load 1-6, a RetinaMNIST seed ~1 h 45 min from its first epoch; ResNet-50 about 2.3x; the issue's
-first runs took 22 and 31 min); add ``device=cuda`` for a GPU.
+load 1-6, a RetinaMNIST seed ~1 h 45 min at load 3-5; on a faster machine of the same kind a
+RetinaMNIST seed took 40 min with ResNet-18 and 91 min with ResNet-50; the issue's first runs
+took 22 and 31 min); add ``device=cuda`` for a GPU.
 """
 
 from __future__ import annotations
