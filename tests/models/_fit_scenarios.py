@@ -99,7 +99,7 @@ def run_scenario(name: str) -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
-    """What bit-identity depends on: torch version, CPU model, threads."""
+    """What bit-identity depends on: torch version, CPU model, instruction set, threads."""
     import platform
 
     cpu = platform.machine()
@@ -108,4 +108,7 @@ def environment() -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"torch": torch.__version__, "cpu": cpu, "threads": torch.get_num_threads()}
+    # the model name alone does not say which kernels run: two "AMD EPYC" machines, one with
+    # AVX-512, gave losses 1e-7 apart; the fixture records the instruction set it was made with
+    return {"torch": torch.__version__, "cpu": cpu, "threads": torch.get_num_threads(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}

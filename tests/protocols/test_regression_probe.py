@@ -31,12 +31,15 @@ def test_equals_hest_benchmark(setting, pca_dim):
         (xtr, ytr), (xte, yte) = _fold_arrays(inp, train), _fold_arrays(inp, test)
         r = pearson_per_gene(yte, hest_ridge_probe(xtr, ytr, xte, pca_dim=pca_dim, seed=1))
         per_fold.append(r)
-    np.testing.assert_allclose(np.array(per_fold), z[f"out.{setting}.fold_gene"], rtol=0, atol=2e-6)
+    # the ridge solve runs on float32 embeddings, whose sums the CPU's vector width orders: the
+    # fixture's machine and an AVX-512 one differ by up to 2.7e-5 in a fold's Pearson r (3.3e-6
+    # after PCA to 8 dimensions); the fixture's machine agreed to 2e-6
+    np.testing.assert_allclose(np.array(per_fold), z[f"out.{setting}.fold_gene"], rtol=0, atol=5e-5)
     merged = merge_folds(per_fold, inp["genes"])
-    assert merged["pearson_mean"] == pytest.approx(float(z[f"out.{setting}.pearson_mean"]), abs=1e-6)
-    assert merged["pearson_std"] == pytest.approx(float(z[f"out.{setting}.pearson_std"]), abs=1e-6)
+    assert merged["pearson_mean"] == pytest.approx(float(z[f"out.{setting}.pearson_mean"]), abs=5e-5)
+    assert merged["pearson_std"] == pytest.approx(float(z[f"out.{setting}.pearson_std"]), abs=5e-5)
     np.testing.assert_allclose([merged["per_gene"][g][0] for g in inp["genes"]], z[f"out.{setting}.gene_mean"],
-                               atol=2e-6)
+                               atol=5e-5)
 
 
 def test_pearson_per_gene_equals_scipy():
