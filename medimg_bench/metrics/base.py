@@ -66,6 +66,7 @@ def _all_str(ids: list[Any]) -> bool:
     # at C speed, 4x faster than collecting the element types in a set
     return all(map(operator.is_, map(type, ids), itertools.repeat(str)))
 
+
 _REDUCTIONS = ("cat", "sum", "mean", "max", "min")
 
 
