@@ -14,8 +14,9 @@ machine) is written to ``OUT/table.md`` and printed.
 
 On the 2-core CPU this is many hours (measured, ResNet-18: ~47-49 min per BreastMNIST seed at
 load 1-6, a RetinaMNIST seed ~1 h 45 min at load 3-5; on a faster machine of the same kind a
-RetinaMNIST seed took 40 min with ResNet-18 and 91 min with ResNet-50; the issue's first runs
-took 22 and 31 min); add ``device=cuda`` for a GPU.
+RetinaMNIST seed took 27 min idle with ResNet-18 and 91 min with ResNet-50 beside a test suite,
+a BreastMNIST seed 50 min idle with ResNet-50; the issue's first runs took 22 and 31 min); add
+``device=cuda`` for a GPU.
 """
 
 from __future__ import annotations
