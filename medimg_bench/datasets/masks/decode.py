@@ -249,7 +249,7 @@ def check_label_map(values: Any, source: str | Path, *, num_classes: int | None 
         raise MaskDecodeError(source, f"negative label {int(labels.min())} ({values_seen(a)}); labels are "
                               "0 (background) .. n-1", what=what)
     if num_classes is not None and labels.size and int(labels.max()) >= num_classes:
-        raise MaskDecodeError(source, f"label {int(labels.max())} but {num_classes} classes (labels 0 .. "
+        raise MaskDecodeError(source, f"label {int(labels.max())} but the dataset has {num_classes} labels (0 .. "
                               f"{num_classes - 1}; {values_seen(a)}); declare the encoding (binary with its "
                               "foreground value, or label_map with its classes)", what=what)
     return labels
