@@ -299,6 +299,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
+            # root=hf://…: repository, revision, commit and SHA-256 of every file (medimg_bench/hub.py)
+            "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },
         "device": _device_name(run.device),
