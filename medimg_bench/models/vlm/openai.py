@@ -55,6 +55,7 @@ from medimg_bench.models.vlm.base import (
     settings_from_options,
     to_pil_rgb,
 )
+from medimg_bench.models.vlm.requests import is_blank
 from medimg_bench.registry import register_model
 
 __all__ = ["OpenAIVLMAdapter", "encode_image_data_url", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -114,7 +115,7 @@ def _content_text(message: Any) -> tuple[str | None, str | None]:
         return None, f"the answer is null (no content){extra}"
     if not isinstance(content, str):
         return None, f"content is a JSON {type(content).__name__}, not text: {json.dumps(content)[:120]}"
-    if not content.strip():
+    if is_blank(content):  # zero-width characters (U+200B) included
         return None, "the answer is empty"
     return content, None
 

@@ -12,7 +12,7 @@ Faults are requested inside the user text, counted per distinct request body:
     [[slowx1=2.0]] the first attempt sleeps 2.0 s before answering (a client timeout)
     [[malformed]]  HTTP 200 with a body that is not JSON;  [[noshape]] JSON without choices
     [[empty]]      an empty answer;  [[dropx1]] close the connection without answering once
-    [[null]]       content null;  [[blank]] content "   ";  [[object]] content a JSON object
+    [[null]]       content null;  [[blank]] content "   ";  [[zwsp]] zero-width spaces;  [[object]] content a JSON object
     [[number]]     content 42;  [[parts]] content as text parts;  [[imgparts]] non-text parts only
     [[big=N]]      an answer of N bytes (the body a little more), with a Content-Length header
     [[bigchunked=N]] the same without Content-Length (chunked transfer encoding)
@@ -74,6 +74,8 @@ def _content(faults: dict[str, str], answer: str) -> object:
         return None
     if "blank" in faults:
         return "   "
+    if "zwsp" in faults:
+        return "\u200b \u200b"
     if "object" in faults:
         return {"text": answer}
     if "number" in faults:
