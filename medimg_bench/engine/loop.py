@@ -561,7 +561,7 @@ def _snapshot(metric: Metric) -> dict[str, Any]:
     """What a failed update must be rolled back to: the length of each ``cat`` list (no copy of
     the growing states) and a copy of the fixed-size tensor states."""
     snap: dict[str, Any] = {}
-    for k in metric._defaults:
+    for k in metric.state_reductions:
         v = getattr(metric, k)
         snap[k] = len(v) if isinstance(v, list) else (v.clone() if isinstance(v, torch.Tensor) else v)
     return snap

@@ -235,7 +235,7 @@ def gather(state: RunState, metrics: Mapping[str, Metric], plan: SamplePlan, dat
     if plan.world_size > 1 or state.retried:  # results equal a single-process run exactly
         state.records = state.records.sorted_by(order)
         for metric in metrics.values():
-            _reorder_states(metric, order)
+            metric.reorder(order)
 
 
 def summarize_run(
@@ -323,30 +323,6 @@ def _manifest(run: _Run) -> dict[str, Any]:
         failed = {f["id"] for f in state.failures}
         manifest["retried"] = {"n": len(state.retried), "recovered": sum(sid not in failed for sid in state.retried)}
     return manifest
-
-
-def _reorder_states(metric: Metric, order: dict[str, int]) -> None:
-    """Sort a metric's per-sample ``cat`` states into dataset order (after a distributed sync)."""
-    ids = list(metric.ids)
-    perm = sorted(range(len(ids)), key=lambda i: order.get(ids[i], len(order)))
-    if perm == list(range(len(ids))):
-        return
-    index = torch.as_tensor(perm, dtype=torch.long)
-    for name, reduction in metric._reductions.items():
-        value = getattr(metric, name)
-        if reduction != "cat" or not value:
-            continue
-        if name == "ids" or (len(value) == len(ids) and not isinstance(value[0], torch.Tensor)):
-            setattr(metric, name, [value[i] for i in perm])
-            continue
-        try:
-            flat = torch.cat([v if v.ndim else v[None] for v in value])
-        except RuntimeError:  # per-sample tensors of different shapes
-            flat = None
-        if flat is not None and flat.shape[0] == len(ids):
-            setattr(metric, name, [flat[index.to(flat.device)]])
-        elif len(value) == len(ids):
-            setattr(metric, name, [value[i] for i in perm])
 
 
 def _patients(dataset: Any) -> dict[str, str]:
