@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.sample import SampleError
+from medimg_bench.sample import SampleError, pixels_wanted, without_pixels
 
 __all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root",
-           "dataset_identity"]
+           "dataset_identity", "without_pixels", "pixels_wanted"]
 
 # where the data lies, not what it is (the content digests say that): not part of the identity
 _LOCATION_OPTIONS = frozenset({"root", "cache_dir"})
@@ -59,10 +59,16 @@ class ManifestDataset(torch.utils.data.Dataset):
     # rows the loader dropped on request, by reason (e.g. {"missing_label": 53})
     dropped: dict[str, int] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
+    #: False: the model reads no pixel (stored predictions): ``load`` leaves the input image out
+    #: (built inside :func:`without_pixels`, or after :meth:`skip_pixels`)
+    pixels: bool = True
+
     def __new__(cls, *args: Any, **kwargs: Any) -> ManifestDataset:
         # every option the dataset was built with is part of its identity (see ``fingerprint``):
         # the outermost constructor call is recorded here, defaults filled in, as plain values
         obj = super().__new__(cls)
+        if not pixels_wanted():
+            obj.pixels = False
         if args or kwargs:
             from medimg_bench._hashing import describe_call
 
@@ -293,6 +299,10 @@ class ManifestDataset(torch.utils.data.Dataset):
         return meta
 
     # -- samples --------------------------------------------------------------------------------
+    def skip_pixels(self) -> None:
+        """Samples from now on leave out the input image (the model reads none)."""
+        self.pixels = False
+
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
         """Read one manifest row into a sample dict (subclasses implement)."""
         raise NotImplementedError

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from medimg_bench.builders import build_dataset, build_model
+from medimg_bench.builders import build_dataset, build_model, model_reads_pixels
 from medimg_bench.engine.run_dir import (
     check_run_dir,
     has_train_state,
@@ -97,7 +97,7 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         task_options["scoring"] = c["scoring"]
     task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
-    dataset = build_dataset(dcfg, dcfg.get("split"))
+    dataset = build_dataset(dcfg, dcfg.get("split"), pixels=model_reads_pixels(c["model"]))
     return task, dataset, build_model(c["model"], dataset)
 
 
