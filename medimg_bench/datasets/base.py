@@ -334,9 +334,9 @@ def read_manifest(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(f"manifest {str(path)!r} does not exist")
     try:
         if path.suffix.lower() in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, dtype=False)
+            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8-sig")
         if path.suffix.lower() == ".json":
-            return pd.read_json(path, dtype=False)
+            return pd.read_json(path, dtype=False, encoding="utf-8-sig")
         if path.suffix.lower() == ".parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path, dtype={"id": str, "patient_id": str})
