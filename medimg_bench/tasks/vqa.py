@@ -11,7 +11,7 @@ from typing import Any
 
 from medimg_bench.registry import register_task
 from medimg_bench.tasks._generative import generation_settings, sample_images
-from medimg_bench.tasks.base import Task
+from medimg_bench.tasks.base import Task, TaskScores
 
 __all__ = ["VQATask", "PROFILES", "SUBMISSION_FILE"]
 
@@ -353,14 +353,17 @@ class VQATask(Task):
                 scored["judge2_label"] = cats.index(graded["second_label"])
                 scored["judge2_score"] = self.grader.rubric.score(graded["second_label"])
         if len(rotations) > 1 and answer is not None and kind == "mcq":
-            ok = all(self._score_one(batch, i, shift, resp, judged)["correct"] == 1.0 for shift, resp in rotations)
+            ok = scored["correct"] == 1.0 and all(self._score_one(batch, i, shift, resp, judged)["correct"] == 1.0
+                                                  for shift, resp in rotations[1:])
             scored["circular_correct"] = float(ok)
         return scored
 
-    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+    def _scored(self, batch: dict[str, Any], outputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each sample's answer scored once (rotations and judge verdicts included); a failed
+        request (the model's or a judge's) fails its sample."""
         from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
 
-        scored, kinds = [], []
+        scored = []
         judged = outputs.get("judge") or [None] * len(batch["id"])
         graded = outputs.get("open_judge") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
@@ -376,17 +379,31 @@ class VQATask(Task):
             if batch["answer"][i] is None:  # withheld (GMAI-MMBench TEST): parsed, not scored
                 one["withheld"] = True
             scored.append(one)
-            kinds.append(batch["answer_type"][i])
-        return scored, kinds
+        return scored
+
+    def score(self, batch: dict[str, Any], outputs: dict[str, Any], *,
+              classes: Sequence[str] | None = None) -> TaskScores:
+        """The scored answers and answer types the ``vqa`` metric takes, and the records, from
+        one scoring of each answer."""
+        scored = self._scored(batch, outputs)
+        return TaskScores(scored, list(batch["answer_type"]), self._records(batch, outputs, scored))
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        preds, targets, _ = self.score(batch, outputs)
+        return preds, targets
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        return self.score(batch, outputs, classes=classes).records
+
+    def _records(self, batch: dict[str, Any], outputs: dict[str, Any],
+                 scored_all: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows = []
         judged = outputs.get("judge") or [None] * len(batch["id"])
         graded = outputs.get("open_judge") or [None] * len(batch["id"])
         sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             first = rotations[0][1]
-            scored = self._score(batch, i, rotations, judged[i], graded[i])
+            scored = scored_all[i]
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
                    "answer_type": batch["answer_type"][i], "response": first.text,
