@@ -319,16 +319,14 @@ class Results:
         summary = redact_secrets(_jsonable(self.summary), known)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
-        notes = getattr(self.task, "manifest_notes", None)
-        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
-            manifest.update(redact_secrets(notes()))
+        if self.task is not None:  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(self.task.manifest_notes()))
         if config is not None:
             manifest["config"] = config
         manifest = redact_secrets(_jsonable(manifest), known)
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        write_outputs = getattr(self.task, "write_outputs", None)
-        if callable(write_outputs):  # task-level files (vqa: submission.tsv, per_category.csv)
-            write_outputs(self, run_dir)
+        if self.task is not None:  # task-level files (vqa: submission.tsv, per_category.csv)
+            self.task.write_outputs(self, run_dir)
         if plots and self.task is not None:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
