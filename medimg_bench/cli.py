@@ -244,6 +244,10 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
     launcher = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
     if not launcher or launcher[-1] not in ("slurm", "local"):
         return None
+    if launcher[-1] == "slurm" and ("-m" in argv or "--multirun" in argv):
+        missing = _slurm_missing()
+        if missing:
+            return missing
     fixed = [a for a in argv if "=" in a and "," not in a.split("=", 1)[1] and not a.startswith("-")
              and (a.startswith(("hydra/launcher=", "hydra.launcher.", "device=", "+device=")))]
     try:
@@ -273,6 +277,21 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
         if value is not None and int(value) < 1:
             problems.append(f"hydra.launcher.{key}={value} must be at least 1")
     return "; ".join(problems) if problems else None
+
+
+def _slurm_missing() -> str | None:
+    """Why ``hydra/launcher=slurm`` cannot submit from here (no submitit launcher installed, no
+    ``sbatch`` on PATH), or None."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        return ('hydra/launcher=slurm needs the submitit launcher: pip install "medimg-bench[slurm]"')
+    if shutil.which("sbatch") is None:
+        return ("SLURM is not available here: no `sbatch` on PATH (hydra/launcher=slurm submits "
+                "through it); run from the cluster's login node, or leave hydra/launcher=slurm out "
+                "to run on this machine")
+    return None
 
 
 def _list(what: str) -> int:
