@@ -48,7 +48,7 @@ def read_jsonl_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of each non-blank line of a JSONL file. Refused, naming the
     line: invalid UTF-8 or JSON, a line that is not an object, a key given twice in one object."""
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[:exc.start].count(b"\n") + 1
         raise ValueError(f"{_where(path)} line {line}: not UTF-8 text ({exc.reason})") from exc
@@ -91,7 +91,7 @@ def check_csv_header(path: Path) -> None:
     """Refuse a CSV header that names a column twice (pandas would read the second as ``name.1``)."""
     import csv
 
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
         header = next(csv.reader(f), [])
     dup = sorted({c for c in header if header.count(c) > 1})
     if dup:

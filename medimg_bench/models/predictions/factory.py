@@ -22,6 +22,27 @@ from medimg_bench.registry import register_model
 __all__ = ["predictions"]
 
 
+def _detect_kind(root: Path, tables: list[str]) -> str:
+    """What ``root`` holds, from the files found (``kind=auto``)."""
+    path = _find(root, tables)
+    if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
+        raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
+    if path is not None:
+        return ("answers" if path.suffix == ".jsonl" or looks_like_text_table(path)
+                else "frames" if looks_like_frame_table(path) else "classification")
+    if phase_txt_files(root):
+        return "frames"
+    if root.is_dir() and any(any(root.glob(f"*{ext}")) for ext in (".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".dcm")):
+        return "segmentation"
+    if root.is_dir() and any(root.glob("*.h5")):
+        return "reconstruction"
+    if root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
+        return "maps"
+    raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
+                     "scores (or per-frame phases), a CSV/Parquet/JSONL of answers, a folder of "
+                     "<id>.nii.gz label maps, of <id>.png / .npy maps or of <video>-phase.txt")
+
+
 @register_model("predictions", tags=("predictions",))
 def predictions(
     *,
@@ -42,6 +63,7 @@ def predictions(
     encoding: str = "auto",
     scale: float | str | None = None,
     foreground: float | None = None,
+    index_base: int | str = "auto",
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
@@ -57,42 +79,27 @@ def predictions(
     CircularEval flag: refused unless the file holds every rotation's answer), ``on_blank``
     (``error`` or ``keep`` null / empty / "None" answers). Label maps: ``segment_map`` (DICOM SEG
     segment / RTSTRUCT ROI number → class name or index; default: matched to the dataset's
-    classes by their label)."""
+    classes by their label). Per-frame phases: ``index_base`` (``auto``: phase numbers 0- or 1-based
+    by their values, ambiguous values refused; ``0`` or ``1``). Every table's columns are found
+    by name (:mod:`medimg_bench.datasets.columns`)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"predictions: {str(root)!r} (option `model.options.root`) does not exist")
     kind = "answers" if kind == "reports" else kind
     tables = ["predictions.csv", "predictions.parquet", "predictions.jsonl"]
     if kind == "auto":
-        path = _find(root, tables)
-        if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
-            raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
-        if path is not None:
-            kind = ("answers" if path.suffix == ".jsonl" or looks_like_text_table(path)
-                    else "frames" if looks_like_frame_table(path) else "classification")
-        elif phase_txt_files(root):
-            kind = "frames"
-        elif root.is_dir() and any(any(root.glob(f"*{ext}")) for ext in (".nii.gz", ".nii", ".nrrd", ".mha", ".mhd", ".dcm")):
-            kind = "segmentation"
-        elif root.is_dir() and any(root.glob("*.h5")):
-            kind = "reconstruction"
-        elif root.is_dir() and (any(root.glob("*.png")) or any(root.glob("*.npy"))):
-            kind = "maps"
-        else:
-            raise ValueError(f"predictions: nothing recognised in {str(root)!r}: expected a CSV/Parquet of "
-                             "scores (or per-frame phases), a CSV/Parquet/JSONL of answers, a folder of "
-                             "<id>.nii.gz label maps, of <id>.png / .npy maps or of <video>-phase.txt")
+        kind = _detect_kind(root, tables)
     if kind == "classification":
         path = _find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
-        return ScoresFromFile(path, classes=classes, id_column=id_column or "id", num_classes=num_classes,
+        return ScoresFromFile(path, classes=classes, id_column=id_column, num_classes=num_classes,
                               scores=scores, multilabel=multilabel)
     if kind == "frames":
         path = _find(root, tables[:2]) or (root if phase_txt_files(root) else None)
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet or *-phase.txt in {str(root)!r}")
-        return FramePredictions(path, classes=classes, num_classes=num_classes)
+        return FramePredictions(path, classes=classes, num_classes=num_classes, index_base=index_base)
     if kind == "answers":
         path = _find(root, tables[::-1])
         if path is None:
