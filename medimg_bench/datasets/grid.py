@@ -34,7 +34,10 @@ def read_target(path: str | Path, *, num_classes: int | None = None) -> tuple[np
     try:
         if str(path).lower().endswith(PICTURE_SUFFIXES):
             stored = read_stored(path)
-            return decode_mask(stored, num_classes=num_classes), {"path": str(path), **stored.meta}
+            # classes unknown: one nonzero value is a binary mask (0/255 -> 0/1), more are labels
+            one = stored.colour or np.unique(stored.array[stored.array != 0]).size <= 1
+            encoding = "auto" if num_classes is not None or one else "label_map"
+            return decode_mask(stored, encoding=encoding, num_classes=num_classes), {"path": str(path), **stored.meta}
         array, meta = read_image(path)
         from medimg_bench.datasets.masks import check_label_map
 
