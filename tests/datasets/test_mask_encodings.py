@@ -194,6 +194,11 @@ def test_an_image_without_its_mask_fails_and_is_listed(tmp_path, name):
         assert info.value.stage == "target" and needle in msg and sid in msg, msg
     listed = {p["id"]: p["problem"] for p in ds.check()}
     assert missing in listed and "only in case" in listed[cased], listed
+    from medimg_bench.datasets.check import check_dataset
+
+    report = check_dataset(ds)  # what `medimg-bench datasets check` prints: both listed, exit code 1
+    found = {p["id"] for split in report.splits.values() for p in split.missing}
+    assert {missing, cased} <= found and report.exit_code == 1
 
 
 def test_a_run_counts_the_image_without_a_mask_as_failed(tmp_path):
