@@ -9,6 +9,7 @@ lists it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,11 +130,20 @@ LAYOUTS: dict[str, Callable[[Path, list[Item]], dict[str, Any]]] = {
     "seg2d_folder": _seg2d_folder, "isic2018_task1": _isic, "pranet_polyp": _pranet, "kvasir_seg": _kvasir,
     "busi": _busi, "covid_semiseg": _covid, "ubench": _ubench,
 }
-MASK_LOADERS = sorted(set(DATASETS.list(tag="segmentation")) & set(DATASETS.list(tag="2d")))
+def _declares_encoding(name: str) -> bool:
+    params = inspect.signature(DATASETS.get(name)).parameters
+    return "mask_encoding" in params or "mask_rule" in params  # U-Bench's rules are its encodings
+
+
+# tagged 2D segmentation, or declaring a mask encoding: either way held to the contract below
+MASK_LOADERS = sorted((set(DATASETS.list(tag="segmentation")) & set(DATASETS.list(tag="2d")))
+                      | {n for n in DATASETS.list() if _declares_encoding(n)})
 
 
 def test_every_mask_loader_has_a_layout_here():
     assert MASK_LOADERS, "no registered 2D mask loader found"
+    silent = [n for n in MASK_LOADERS if not _declares_encoding(n)]
+    assert not silent, f"{silent} read masks without declaring their encoding (a mask_encoding option)"
     assert set(MASK_LOADERS) <= set(LAYOUTS), (
         f"give {sorted(set(MASK_LOADERS) - set(LAYOUTS))} a layout in LAYOUTS: every loader of 2D masks is "
         "held to the one decoder's contract here")
