@@ -197,3 +197,29 @@ def test_every_stored_predictions_adapter_declares_it_reads_no_pixel(tmp_path):
     data = Data()
     AnswersFromFile(tmp_path / "a.jsonl").bind_dataset(data)
     assert data.pixels is False
+
+
+def test_stored_reports_id_report_generated_without_images(tmp_path):
+    """Issue #35's example end to end: ``id, report, generated`` is scored on ``generated`` (it
+    was scored on ``report``, the reference: ROUGE-L 1.000), with no image on disk."""
+    from medimg_bench.metrics import report_text_scores
+
+    refs = {"CXR1_IM-1": "Heart size normal. Lungs are clear. No pleural effusion.",
+            "CXR2_IM-2": "Mild cardiomegaly. Small left pleural effusion.",
+            "CXR3_IM-3": "No pneumothorax. Endotracheal tube tip 4.5 cm above the carina."}
+    gens = {"CXR1_IM-1": "Heart size normal. Lungs are clear.", "CXR2_IM-2": "Cardiomegaly. No effusion.",
+            "CXR3_IM-3": "ET tube tip 3 cm above the carina. No pneumothorax."}
+    root = tmp_path / "iu"
+    root.mkdir()
+    ann = {"train": [], "val": [], "test": [{"id": s, "report": r, "image_path": [f"{s}/0.png"], "split": "test"}
+                                            for s, r in refs.items()]}
+    (root / "annotation.json").write_text(json.dumps(ann))
+    pd.DataFrame({"id": list(refs), "report": list(refs.values()), "generated": [gens[s] for s in refs]}).to_csv(
+        tmp_path / "reports.csv", index=False)
+    ds = mb.create_dataset("iu_xray", root=root, split="test")
+    model = mb.create_model("predictions", root=tmp_path / "reports.csv")
+    res = mb.evaluate(model, ds, task="report_generation", progress=False, n_resamples=10)
+    assert res.summary["n_failed"] == 0 and not ds.pixels
+    want = report_text_scores(list(gens.values()), list(refs.values()), meteor=False)["rouge_l"]
+    assert res.summary["metrics"]["rouge_l"]["mean"]["value"] == pytest.approx(want, abs=1e-6)
+    assert want < 0.9
