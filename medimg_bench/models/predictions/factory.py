@@ -60,14 +60,18 @@ def predictions(
     circular: bool = False,
     on_blank: str = "error",
     segment_map: dict[Any, Any] | None = None,
+    encoding: str = "auto",
+    scale: float | str | None = None,
+    foreground: float | None = None,
     index_base: int | str = "auto",
 ) -> Any:
     """Predictions already on disk (see the package docstring). ``kind``: ``auto`` (from the
     files found: a table with an id and a text column is answers, other tables class scores),
     ``classification``, ``frames`` (per-frame phases: a table with ``video`` and ``frame`` /
     ``time`` columns, or a folder of ``<video>-phase.txt``: :mod:`.frames`), ``segmentation``,
-    ``maps`` (2D PNG / .npy probability maps; ``threshold`` makes their ``labels``, ``resize``
-    allows maps of another size), ``reconstruction`` (``<id>.h5`` fastMRI submission files or
+    ``maps`` (2D PNG / .npy maps decoded under ``encoding`` — ``auto``, ``binary`` (``foreground``),
+    ``probability`` (``scale``: 255, 65535, ``percent``), ``logits`` —; ``threshold`` makes their
+    ``labels`` from the probabilities, ``resize`` allows maps of another size), ``reconstruction`` (``<id>.h5`` fastMRI submission files or
     ``<id>.npy`` volumes) or ``answers`` (alias ``reports``). ``in_channels`` is not used (stored
     predictions need no pixels). Score tables:
     ``scores`` (``probabilities`` or ``logits``), ``multilabel`` (the task's flag: sigmoid or softmax
@@ -107,6 +111,7 @@ def predictions(
     if kind == "reconstruction":
         return ReconsFromFolder(root)
     if kind == "maps":
-        return MapsFromFolder(root, threshold=threshold, resize=resize)
+        return MapsFromFolder(root, threshold=threshold, resize=resize, encoding=encoding, scale=scale,
+                              foreground=foreground)
     raise ValueError(f"predictions: kind must be auto, classification, frames, segmentation, maps, reconstruction, "
                      f"answers or reports, got {kind!r}")
