@@ -189,6 +189,8 @@ def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metr
     device = resolve_device(options.device)
     model.to(device)
     model.eval()
+    if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
         model.bind_dataset(dataset)
     clock = _Clock.begin()
