@@ -51,6 +51,10 @@ class _Lookup:
         """Warn once about predictions whose id the dataset does not have; returns their count."""
         return _warn_unknown(self._known_ids(), ids, self.source)
 
+    def unknown_ids(self, ids: Sequence[Any]) -> list[str]:
+        """The stored ids the dataset (``ids``) does not have, sorted: counted as exclusions."""
+        return sorted(self._known_ids() - {str(i) for i in ids})
+
 
 def file_digests(source: Path) -> list[list[str]]:
     """``[name, SHA-256]`` of ``source`` (a file) or of the files directly in it (a folder); each
