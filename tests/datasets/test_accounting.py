@@ -193,3 +193,25 @@ def test_a_prediction_for_an_id_the_dataset_lacks_is_an_exclusion(tmp_path, kind
         res = mb.evaluate(model, ds, task="classification", progress=False, n_resamples=5)
         assert res.summary["n_samples"] == len(ds) and res.summary["n_excluded"] == 1
         assert res.summary["exclusions"][0]["id"] == "stranger"
+
+
+def test_exclusions_survive_a_merge_of_shards(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from medimg_bench.engine.merge import merge_runs
+    from medimg_bench.runs import run
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "data", split="test", n=8, size=16)
+    table = pd.DataFrame({"id": [*ds.ids, "stranger"]})
+    for c in ds.classes:
+        table[c] = np.linspace(0.1, 0.9, len(table))
+    table.to_csv(tmp_path / "predictions.csv", index=False)
+    common = ["dataset=synthetic_cxr", f"dataset.root={ds.root}", "dataset.options.n=8", "dataset.options.size=16",
+              "model=predictions", f"model.options.root={tmp_path / 'predictions.csv'}",
+              "bootstrap.n_resamples=5", "progress=false", "device=cpu"]
+    shards = [run([*common, f"shard={i}/2"], run_dir=tmp_path / f"s{i}").run_dir for i in range(2)]
+    merged = merge_runs(shards, tmp_path / "merged")
+    assert merged.summary["n_excluded"] == 1 and merged.summary["exclusions"][0]["id"] == "stranger"
+    saved = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert saved["exclusions"] == merged.summary["exclusions"]
