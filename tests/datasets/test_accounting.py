@@ -67,9 +67,18 @@ def _medmnist(root: Path) -> tuple[object, int]:
     return create("medmnist", root=root, flag="pneumoniamnist", split="test"), SPLITS["test"]
 
 
+def _csv_blank_labels(root: Path) -> tuple[object, int]:
+    """Five rows, two with a blank label, dropped on request (on_missing_label=skip)."""
+    for i in range(5):
+        bad._png(root / f"img/{i}.png", i)
+    (root / "labels.csv").write_text("path,label\nimg/0.png,a\nimg/1.png,\nimg/2.png,b\nimg/3.png, \nimg/4.png,a\n")
+    return create("csv", root, on_missing_label="skip"), 5
+
+
 LAYOUTS: dict[str, Callable[[Path], tuple[object, int]]] = {
     **{name: _bad_input(name) for name in BAD_INPUT_LISTED},
     "camelyon16": _camelyon16, "wsi_tiles": _wsi_tiles, "medmnist": _medmnist,
+    "csv (on_missing_label=skip)": _csv_blank_labels,
 }
 # the same manifest-building loader as a covered one (the bad-input suite's list), so the same
 # accounting
@@ -98,8 +107,15 @@ def test_every_listed_item_is_a_sample_or_an_exclusion(tmp_path, name):
         assert e["id"] not in set(ds.manifest.get("slide_id", ds.manifest["id"]).astype(str))
 
 
+def test_rows_dropped_on_request_are_named(tmp_path):
+    ds, _ = _csv_blank_labels(tmp_path)
+    assert ds.dropped == {"missing_label": 2}
+    assert [(e["id"], e["file"]) for e in ds.exclusions] == [("img/1", "img/1.png"), ("img/3", "img/3.png")]
+    assert all("blank label in 'label' (on_missing_label=skip)" == e["reason"] for e in ds.exclusions)
+
+
 def test_every_registered_dataset_is_accounted():
-    known = set(LAYOUTS) | set(SAME_LOADER) | set(EXCUSED)
+    known = {n.split(" ")[0] for n in LAYOUTS} | set(SAME_LOADER) | set(EXCUSED)
     missing = sorted(set(list_datasets()) - known)
     assert not missing, f"add a layout to LAYOUTS (or the reason to EXCUSED) for: {missing}"
     assert not set(EXCUSED) & set(LAYOUTS)
