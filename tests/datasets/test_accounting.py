@@ -75,10 +75,19 @@ def _csv_blank_labels(root: Path) -> tuple[object, int]:
     return create("csv", root, on_missing_label="skip"), 5
 
 
+def _phase_eval_files(root: Path) -> tuple[object, int]:
+    """Three videos' ground-truth phase files (with a header line): one sample per frame line."""
+    from tests.datasets.test_phase_eval_files import _layout, _videos
+
+    videos = _videos(0)
+    _layout(root, videos, header=True, named=True, step=1)
+    return create("phase_eval_files", root), sum(gt.size for gt, _ in videos)
+
+
 LAYOUTS: dict[str, Callable[[Path], tuple[object, int]]] = {
     **{name: _bad_input(name) for name in BAD_INPUT_LISTED},
     "camelyon16": _camelyon16, "wsi_tiles": _wsi_tiles, "medmnist": _medmnist,
-    "csv (on_missing_label=skip)": _csv_blank_labels,
+    "csv (on_missing_label=skip)": _csv_blank_labels, "phase_eval_files": _phase_eval_files,
 }
 # the same manifest-building loader as a covered one (the bad-input suite's list), so the same
 # accounting

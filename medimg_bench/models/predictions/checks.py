@@ -221,23 +221,13 @@ def scores_to_probs(values: np.ndarray, *, multilabel: bool) -> np.ndarray:
 # -- label maps ----------------------------------------------------------------------------------------
 def check_label_values(array: Any, path: Path | str, *, sample_id: str,
                        num_classes: int | None = None) -> np.ndarray:
-    """A label map as ``int64``, refused naming the file when a value is not a whole number
-    (0.6 would otherwise be cast to 0), negative, or, when ``num_classes`` is known, not below it."""
-    a = np.asarray(array)
-    where = f"{_where(Path(path))} (sample {sample_id!r})"
-    if a.dtype.kind == "f":
-        frac = a != np.rint(a)
-        if frac.any():
-            first = float(a[frac].flat[0])
-            raise ValueError(f"{where}: {int(frac.sum())} of {a.size} voxel(s) are not whole numbers "
-                             f"(e.g. {first!r}); a label map holds integer labels (threshold or argmax "
-                             "probability maps first)")
-    elif a.dtype.kind not in "iub":
-        raise ValueError(f"{where}: values of type {a.dtype} are not a label map")
-    labels = a.astype(np.int64, copy=False)
-    if labels.size and int(labels.min()) < 0:
-        raise ValueError(f"{where}: negative label {int(labels.min())}; labels are 0 (background) .. n-1")
-    if num_classes is not None and labels.size and int(labels.max()) >= num_classes:
-        raise ValueError(f"{where}: label {int(labels.max())} but the dataset has {num_classes} labels "
-                         f"(0 .. {num_classes - 1})")
-    return labels
+    """A label map as ``int64`` by the one mask decoder's rule
+    (:func:`medimg_bench.datasets.masks.check_label_map`): refused naming the file and the sample
+    when a value is not a whole number (0.6 would otherwise be cast to 0), negative, or, when
+    ``num_classes`` is known, not below it."""
+    from medimg_bench.datasets.masks import check_label_map
+
+    try:
+        return check_label_map(array, path, num_classes=num_classes, what="label map")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (sample {sample_id!r})") from None
