@@ -41,13 +41,13 @@ from medimg_bench.engine.plan import (
     plan_samples,
     shard_of,
 )
-from medimg_bench.engine.results import Records, Results, build_samples_table
+from medimg_bench.engine.results import EvaluationFailed, Records, Results, build_samples_table
 from medimg_bench.engine.summary import summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
 from medimg_bench.tasks.base import Task
 
-__all__ = ["evaluate", "run_evaluation", "EvalOptions", "resolve_device", "parse_shard", "shard_of",
+__all__ = ["evaluate", "EvaluationFailed", "run_evaluation", "EvalOptions", "resolve_device", "parse_shard", "shard_of",
            "model_fingerprint"]
 
 # the names these had when they lived here (benchmarks, merge and tests import them)
@@ -78,6 +78,7 @@ def evaluate(
     checkpoint_interval_s: float = 0.0,
     shard: str | Sequence[int] | None = None,
     retry_failed: bool = False,
+    max_failure_rate: float | None = 1.0,
 ) -> Results:
     """Run ``model`` over ``dataset`` once and score it.
 
@@ -104,6 +105,11 @@ def evaluate(
             down by, with gaps and the equity-scaled score (``summary["subgroups"]``).
         n_resamples, confidence, seed: bootstrap settings for the summary's intervals
             (clustered by ``patient_id``).
+        max_failure_rate: a fraction in [0, 1]. When no sample was scored, or more than this
+            share of them failed, :class:`EvaluationFailed` is raised, carrying the
+            :class:`Results` (``exc.results``) — the CLI exits 3 in the same case. ``1.0`` (the
+            default) fails only a run that scored nothing; ``None`` never raises (the caller
+            judges ``results.exceeds_failure_rate(rate)`` itself).
 
     The keywords after ``metrics`` are :class:`EvalOptions` fields; :func:`run_evaluation` takes
     the object itself. Returns :class:`Results` (per-sample table, summary, manifest); nothing is
@@ -117,8 +123,13 @@ def evaluate(
         subgroups=tuple(subgroups), checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         checkpoint_interval_s=checkpoint_interval_s, shard=shard, retry_failed=retry_failed,
     )
+    if max_failure_rate is not None and not 0.0 <= float(max_failure_rate) <= 1.0:
+        raise ValueError(f"max_failure_rate={max_failure_rate!r}: expected a fraction between 0 and 1")
     task_obj = create_task(task) if isinstance(task, str) else task
-    return run_evaluation(model, dataset, task_obj, build_metrics(task_obj, metrics, dataset), options)
+    results = run_evaluation(model, dataset, task_obj, build_metrics(task_obj, metrics, dataset), options)
+    if max_failure_rate is not None and results.exceeds_failure_rate(float(max_failure_rate)):
+        raise EvaluationFailed(results, float(max_failure_rate))
+    return results
 
 
 def build_metrics(
@@ -299,6 +310,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
+            # root=hf://…: repository, revision, commit and SHA-256 of every file (medimg_bench/hub.py)
+            "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
         },
         "device": _device_name(run.device),
