@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import os
 import pkgutil
 import threading
 from collections.abc import Callable
@@ -39,6 +40,19 @@ __all__ = [
 ]
 
 
+def absolute_root(value: Any) -> Any:
+    """A data location relative to the working directory, made absolute (``~`` expanded); its
+    type is kept (``str`` or ``Path``). URLs (``hf://…``, ``s3://…``), absolute paths, ``None``
+    and non-paths come back as they are."""
+    if not isinstance(value, (str, os.PathLike)):
+        return value
+    text = os.fspath(value)
+    if not text or "://" in text:
+        return value
+    path = os.path.abspath(os.path.expanduser(text))
+    return path if isinstance(value, str) else type(value)(path)
+
+
 @dataclass(frozen=True)
 class RegistryEntry:
     """A registered factory and what is known about it without calling it."""
@@ -63,9 +77,13 @@ class Registry:
             first lookup (``None``: entries only come from explicit registration).
     """
 
-    def __init__(self, kind: str, package: str | None = None, *, stamp_options: bool = False) -> None:
+    def __init__(self, kind: str, package: str | None = None, *, stamp_options: bool = False,
+                 root_options: bool = False) -> None:
         self.kind = kind
         self.package = package
+        # datasets: ``root`` (and ``*_root``) options relative to the working directory are made
+        # absolute here, once, before any loader joins them with the paths it lists
+        self.root_options = root_options
         # datasets: ``create`` records the options on the object (``_registry_call``), because
         # every option that decides the samples is part of the dataset's fingerprint
         self.stamp_options = stamp_options
@@ -148,6 +166,8 @@ class Registry:
         """Build the entry ``name`` with its registered defaults updated by ``kwargs``."""
         entry = self.entry(name)
         kwargs = {**entry.defaults, **kwargs}
+        if self.root_options:
+            kwargs = {k: absolute_root(v) if k == "root" or k.endswith("_root") else v for k, v in kwargs.items()}
         obj = entry.factory(**kwargs)
         if self.stamp_options and hasattr(obj, "__dict__"):
             from medimg_bench._hashing import describe_call
@@ -177,7 +197,7 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True)
+DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, root_options=True)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")
