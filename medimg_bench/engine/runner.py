@@ -300,6 +300,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "classes": list(classes) if classes else None,
             "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
+            # the label file's release and digests where a loader reads one of several (nih_cxr14)
+            "label_release": getattr(dataset, "label_release", None),
         },
         "device": _device_name(run.device),
         "amp": options.amp,
