@@ -12,17 +12,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["build_dataset", "build_model", "infer_channels"]
+__all__ = ["build_dataset", "build_model", "infer_channels", "model_reads_pixels"]
 
 
-def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
-    """Create the dataset described by a ``dataset`` config node for ``split``."""
+def build_dataset(dcfg: Mapping[str, Any], split: str | None, *, pixels: bool = True) -> Any:
+    """Create the dataset described by a ``dataset`` config node for ``split``; ``pixels=False``:
+    for a model that reads no pixel (:func:`model_reads_pixels`), built inside
+    :func:`medimg_bench.sample.without_pixels` (no image file checked or read)."""
+    import contextlib
+
     from medimg_bench.registry import create_dataset
+    from medimg_bench.sample import without_pixels
 
     kwargs = dict(dcfg.get("options") or {})
     if dcfg.get("root") is not None:
         kwargs["root"] = dcfg["root"]
-    return create_dataset(dcfg["name"], split=split, **kwargs)
+    with contextlib.nullcontext() if pixels else without_pixels():
+        return create_dataset(dcfg["name"], split=split, **kwargs)
+
+
+def model_reads_pixels(mcfg: Mapping[str, Any]) -> bool:
+    """False for a model registered with the ``predictions`` tag (stored predictions: the
+    dataset's input images are never read)."""
+    from medimg_bench.registry import MODELS
+
+    return "predictions" not in MODELS.entry(mcfg["name"]).tags
 
 
 _NULL_IS_A_VALUE = frozenset({"api_key_env"})

@@ -324,7 +324,7 @@ class Checkpoint:
         """Record that everything held now is already on disk (after a resume)."""
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         for name, metric in metrics.items():
-            for s, red in metric._reductions.items():
+            for s, red in metric.state_reductions.items():
                 value = getattr(metric, s)
                 if red == "cat" and isinstance(value, list):
                     self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
@@ -333,7 +333,7 @@ class Checkpoint:
         """``{state: ("append", new items) or ("replace", value)}`` since the last save; ``memo``
         is shared by the metrics of one part (see ``_pack_shared``)."""
         out: dict[str, Any] = {}
-        for s, red in metric._reductions.items():
+        for s, red in metric.state_reductions.items():
             value = getattr(metric, s)
             if red == "cat" and isinstance(value, list):
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
@@ -532,7 +532,7 @@ def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[s
     if missing:
         raise ValueError(f"checkpoint has no state for metric(s) {missing}")
     for name, metric in metrics.items():
-        for state, value in saved[name].items():
-            if state not in metric._defaults:
-                raise ValueError(f"checkpoint state {state!r} is not a state of metric {name!r}")
-            setattr(metric, state, list(value) if isinstance(value, list) else value)
+        unknown = sorted(set(saved[name]) - set(metric.state_reductions))
+        if unknown:
+            raise ValueError(f"checkpoint state {unknown[0]!r} is not a state of metric {name!r}")
+        metric.load_state({**metric.state_dict(), **saved[name]})

@@ -64,7 +64,7 @@ def _vqa(model, ds, **task):
     ([{"id": True, "text": "yes"}], r"line 1: the id must be a string or an integer, got bool"),
     ([{"id": " ", "text": "yes"}], r"line 1: the id is empty"),
     ([{"id": "b", "text": "no"}, {"id": "a"}], r"line 2: no \['text'\] key"),
-    ([{"id": "a"}], r"no text column found"),
+    ([{"id": "a"}], r"no column holding the model.s text"),
     (['{"id": "a", "text": "yes", "text": "no"}'], r"line 1: not a JSON object .*\['text'\] given twice"),
     (['["a", "yes"]'], r"line 1: expected a JSON object, got list"),
     (['{"id": "a", "text": "yes"'], r"line 1: not a JSON object"),
