@@ -270,10 +270,13 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
            "source": card["source"], "departures": departures, "data_files": files,
            "seeds": None if seeds is None else list(seeds),
            "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
-           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None}
+           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None,
+           "references": card.get("references") or []}  # other published numbers, never judged
     (run_dir / "reproduce.json").write_text(json.dumps(out, indent=2))
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
+    for ref in card.get("references") or []:
+        print(f"reference, not judged: {ref['name']} ({ref['note']})")
     if departures:
         print(describe(departures))
     return out
