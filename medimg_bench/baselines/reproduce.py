@@ -274,10 +274,13 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
            "seeds": None if seeds is None else list(seeds),
            "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
            "samples": counts, "failed_runs": failed,
-           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None}
+           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None,
+           "references": card.get("references") or []}  # other published numbers, never judged
     (run_dir / "reproduce.json").write_text(json.dumps(out, indent=2))
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
+    for ref in card.get("references") or []:
+        print(f"reference, not judged: {ref['name']} ({ref['note']})")
     if departures:
         print(describe(departures))
     print(_scored_line(counts, failed), flush=True)

@@ -317,6 +317,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
             "exclusions": exclusion_summary(dataset)["exclusions"],  # a merge of shards keeps them
+            # the label file's release and digests where a loader reads one of several (nih_cxr14)
+            "label_release": getattr(dataset, "label_release", None),
         },
         "device": _device_name(run.device),
         "amp": options.amp,
