@@ -98,6 +98,17 @@ def _label_csv(tmp: Path, names: dict[str, str], order: list[str], extra: dict[s
     return np.stack([ds[i]["label"].numpy() for i in range(len(IDS))])
 
 
+def _reference_reports(tmp: Path, names: dict[str, str], order: list[str], extra: dict[str, list] | None = None
+                       ) -> Any:
+    from medimg_bench.datasets import create
+
+    ids = [f"CXR{i}_IM-{i}" for i in range(len(IDS))]
+    table = {names["id"]: ids, names["text"]: REFS, **(extra or {})}
+    pd.DataFrame(table)[[names.get(k, k) for k in order]].to_csv(tmp / "gts.csv", index=False)
+    ds = create("iu_xray", tmp, split="test", layout="reports_csv")
+    return [ds.manifest.set_index("id").loc[i, "report"] for i in ids]
+
+
 @dataclass
 class Reader:
     read: Callable[..., Any]
@@ -122,6 +133,9 @@ READERS = {
         _answers, {"id": "id", "text": "generated", "reference": "report"},
         {"id": "Sample-ID", "text": "Prediction", "reference": "Ground Truth"},
         {"output": ["x"] * 4}, ["generated", "output"]),
+    "reference_reports": Reader(
+        _reference_reports, {"id": "study_id", "text": "report"}, {"id": "Study ID", "text": "Reference"},
+        {"REPORT": ["x"] * 4}, ["report", "REPORT"]),
     "label_csv": Reader(
         _label_csv, {**_CLS},
         {"nodule": "Nodule", "effusion": "effusion_label", "cardiomegaly": "CARDIOMEGALY"},
