@@ -71,6 +71,10 @@ def _checked_ids(model: Any, dataset: Any) -> Any:
         model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))
+        if callable(getattr(model, "unknown_ids", None)) and callable(getattr(dataset, "exclude", None)):
+            for sid in model.unknown_ids(list(manifest["id"])):  # counted and shown, not silent
+                dataset.exclude(sid, file=getattr(model, "source", None),
+                                reason="a stored prediction for an id the dataset does not have (not scored)")
     return model
 
 

@@ -379,19 +379,14 @@ def _align_mask(
 
 
 def _as_label_map(array: np.ndarray, row: Mapping[str, Any], path: Path) -> np.ndarray:
-    a = np.asarray(array)
-    if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)) or not np.array_equal(a, np.rint(a)):
-            raise SampleError(
-                "mask holds non-integer values; expected a label map",
-                sample_id=str(row["id"]),
-                path=str(path),
-            )
-    elif a.dtype.kind not in "iub":
-        raise SampleError(
-            f"mask dtype {a.dtype} is not a label map", sample_id=str(row["id"]), path=str(path)
-        )
-    return np.asarray(a, dtype=np.int64, order="C")  # one pass: cast and C order
+    """The mask as C-ordered ``int64`` labels by the one mask decoder's label-map rule
+    (:func:`medimg_bench.datasets.masks.check_label_map`: fractions, NaN, negatives refused)."""
+    from medimg_bench.datasets.masks import check_label_map
+
+    try:
+        return np.ascontiguousarray(check_label_map(array, path))
+    except ValueError as exc:
+        raise SampleError(f"mask holds no label map: {exc}", sample_id=str(row["id"]), path=str(path)) from exc
 
 
 class SliceDataset(ManifestDataset):
