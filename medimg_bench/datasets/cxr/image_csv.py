@@ -70,6 +70,9 @@ def csv_dataset(
     labels = [label_columns] if isinstance(label_columns, str) else list(label_columns)
     if not labels:
         raise ValueError(f"{name}: label_columns is empty")
+    classes = list(labels) if classes is None and len(labels) > 1 else classes  # the user's spelling
+    image_column, labels, id_column, patient_column, view_column, split_column, meta_columns = _named_columns(
+        path, name, image_column, labels, (id_column, patient_column, view_column, split_column), meta_columns)
     extra = [c for c in (id_column, patient_column, view_column, split_column) if c]
     dtype = {c: str for c in [image_column, *extra]}
     df = read_table(path, name, [image_column, *labels, *extra, *meta_columns], dtype=dtype)
@@ -100,6 +103,28 @@ def csv_dataset(
     for sid, p in listed.loc[listed.index.difference(man.index)].itertuples(index=False):  # accounted for
         ds.exclude(sid, file=p, reason=f"blank label in {labels[0]!r} (on_missing_label=skip)")
     return ds
+
+
+def _named_columns(path: Path, name: str, image_column: str, labels: list[str],
+                   optional: tuple[str | None, ...], meta_columns: Sequence[str]) -> tuple[Any, ...]:
+    """The CSV's own spelling of every column the options name, found up to case and punctuation
+    by the one column matcher (``Path`` for ``path``; two candidates refused listing them); a
+    name the CSV lacks is kept as given, for :func:`read_table` to refuse listing the columns."""
+    from medimg_bench.datasets.columns import find_column
+
+    try:
+        header = [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
+    except (OSError, ValueError):
+        header = []  # read_table says why the file cannot be read
+
+    def one(column: str | None) -> str | None:
+        if column is None or column in header:
+            return column
+        return find_column(header, (column,), where=f"{name}: {str(path)!r}", what=repr(column),
+                           required=False) or column
+
+    return (one(image_column), [one(c) for c in labels], *(one(c) for c in optional),
+            tuple(one(c) for c in meta_columns))
 
 
 def _base_manifest(

@@ -177,14 +177,21 @@ def _iu_openi(root: Path, split: str, image_dir: str, section: str, views: str) 
 def _iu_reports_csv(path: Path, split: str) -> pd.DataFrame:
     if split != "test":
         raise ValueError(f"iu_xray: {str(path)!r} holds the test split only, got split={split!r}")
+    from medimg_bench.datasets.columns import find_column
+
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for col in ("study_id", "report"):
-        if col not in table.columns:
-            raise ValueError(f"iu_xray: {str(path)!r} has no {col!r} column (columns: {list(table.columns)})")
-    dup = table["study_id"][table["study_id"].duplicated()]
+    where = f"iu_xray: {str(path)!r}"
+    # by name up to case and punctuation (the one column matcher): ReXrank's gts.csv is study_id,report
+    id_col = find_column(list(table.columns), ("study_id", "id"), where=where, what="id")
+    text_col = find_column(list(table.columns), REFERENCE_NAMES, where=where, what="reference report")
+    dup = table[id_col][table[id_col].duplicated()]
     if len(dup):
-        raise ValueError(f"iu_xray: {str(path)!r}: duplicate study_id(s) {sorted(set(dup))[:5]}")
-    ids = table["study_id"].astype(str)
+        raise ValueError(f"{where}: duplicate {id_col}(s) {sorted(set(dup))[:5]}")
+    ids = table[id_col].astype(str)
     return pd.DataFrame({"id": ids, "patient_id": ids.str.split("_").str[0], "study_id": ids,
-                         "report": [_clean(t) for t in table["report"]],
-                         "findings": [_clean(t) for t in table["report"]], "split": "test", "modality": "CR"})
+                         "report": [_clean(t) for t in table[text_col]],
+                         "findings": [_clean(t) for t in table[text_col]], "split": "test", "modality": "CR"})
+
+
+#: the reference report's column in a reports CSV, in order of preference
+REFERENCE_NAMES = ("report", "reference", "reference_report", "ground_truth", "gt_report", "gt")

@@ -154,6 +154,15 @@ class VideoFrameDataset(ManifestDataset):
         )
         self.tool_classes = list(tool_classes) if tool_classes is not None else None
 
+    @property
+    def labels_only(self) -> bool:
+        """The older name of ``not self.pixels`` (labels and frame positions only)."""
+        return not self.pixels
+
+    @labels_only.setter
+    def labels_only(self, value: bool) -> None:
+        self.pixels = not value
+
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         clip = bool(row.get("clip", False))
         indices = list(row["frame_index"]) if clip else [int(row["frame_index"])]
