@@ -64,6 +64,8 @@ def _checked_ids(model: Any, dataset: Any) -> Any:
     """Let a model that looks predictions up by id (model=predictions) see the dataset (class
     names, label count) and warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
+    if getattr(model, "needs_pixels", True) is False and callable(getattr(dataset, "skip_pixels", None)):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: columns matched to the classes, values checked;
         # stored answers: the dataset may skip its images
         model.bind_dataset(dataset)

@@ -14,10 +14,11 @@ have written: the same per-sample table (bit for bit), summary and plots.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from medimg_bench._fs import atomic_path
 
 __all__ = ["save_shard_state", "load_shard_state", "merge_runs", "cli_main", "STATE_FILE"]
 
@@ -76,9 +77,8 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     }
     run_dir = Path(run_dir)
     path = run_dir / STATE_FILE
-    tmp = run_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:
+        torch.save(state, tmp)
     return path
 
 

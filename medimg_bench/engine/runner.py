@@ -189,6 +189,8 @@ def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metr
     device = resolve_device(options.device)
     model.to(device)
     model.eval()
+    if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
         model.bind_dataset(dataset)
     clock = _Clock.begin()
@@ -315,6 +317,8 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
             "exclusions": exclusion_summary(dataset)["exclusions"],  # a merge of shards keeps them
+            # the label file's release and digests where a loader reads one of several (nih_cxr14)
+            "label_release": getattr(dataset, "label_release", None),
         },
         "device": _device_name(run.device),
         "amp": options.amp,

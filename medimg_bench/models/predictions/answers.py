@@ -121,6 +121,7 @@ class AnswersFromFile(GenerativeAdapter):
     refused unless the file holds answers for the rotations (ids ``<id>#rot<k>``)."""
 
     backend = "predictions"
+    needs_pixels = False  # stored answers: the dataset is told so (``bind_dataset``)
 
     def __init__(self, path: Path, *, text_column: str | None = None, id_column: str | None = None,
                  circular: bool = False, on_blank: str = "error") -> None:
