@@ -108,8 +108,8 @@ SAME_LOADER = dict(bad.SAME_READERS)
 EXCUSED = {
     "builtin_real": "reads the sample files shipped inside pydicom/nibabel: the test writes no layout",
     "pcam": "HDF5 arrays: every row of the file is a sample (test_pathology)",
-    "hest1k": "every spot of an ST sample's HDF5 patches is a sample; a missing file refuses the dataset "
-              "(test_pathology_hest1k)",
+    "hest1k": "every spot of an ST sample's HDF5 patches is a sample; a benchmark sample's missing file refuses "
+              "the dataset, a release row not downloaded is an exclusion (test_pathology_hest1k::test_release_layout)",
 }
 
 
