@@ -460,7 +460,8 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
     seeds = list(per_seed)
     for r in per_seed.values():  # the test set's items that are not samples (evaluate and mil add their own)
         if "n_excluded" not in r["summary"]:
-            r["summary"].update(exclusion_summary(extra.get("test_exclusions")))
+            r["summary"].update(exclusion_summary(  # regression_probe keeps its one dataset in extra
+                extra.get("test_exclusions", getattr(extra.get("dataset"), "exclusions", None))))
     conf = float((c.get("bootstrap") or {}).get("confidence", 0.95))
     if len(seeds) == 1:
         summary = dict(per_seed[seeds[0]]["summary"])
