@@ -7,7 +7,7 @@ writes ``sweep.parquet``, ``sweep.md`` and ``report.html`` (the runs side by sid
 docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
-``n_failed``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
+``n_failed``, ``n_excluded``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
 secrets redacted), then ``run_dir``. For foundation-model protocol runs the seed table of
 :func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
 (``seeds.parquet`` / ``seeds.md``).
@@ -78,6 +78,7 @@ def sweep_table(multirun_dir: str | Path) -> Any:
             row[f"{name}_ci_high"] = mean.get("ci_high")
         row["n_samples"] = summary.get("n_samples")
         row["n_failed"] = summary.get("n_failed")
+        row["n_excluded"] = summary.get("n_excluded")
         row["wall_time_s"] = manifest.get("wall_time_s")
         row["overrides"] = " ".join(overrides)
         row["config"] = json.dumps(redact_secrets(manifest.get("config") or {}), sort_keys=True, default=str)
