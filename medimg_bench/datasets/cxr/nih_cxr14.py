@@ -18,7 +18,7 @@ from medimg_bench.datasets.cxr._layout import (
     read_table,
     split_file,
 )
-from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, first_existing, index_files
 from medimg_bench.datasets.cxr.labels import NIH_PATHOLOGIES
 
 __all__ = ["nih_cxr14"]
@@ -37,7 +37,7 @@ def nih_cxr14(
     root: str | Path,
     split: str = "test",
     *,
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """NIH ChestX-ray14: ``Data_Entry_2017_v2020.csv`` (or ``Data_Entry_2017.csv``), official
     ``train_val_list.txt`` / ``test_list.txt``, PNGs in any ``images*`` folder under ``root``.
@@ -46,7 +46,7 @@ def nih_cxr14(
     findings of :data:`NIH_PATHOLOGIES`, 0/1 ("No Finding" = all 0)."""
     name = "nih_cxr14"
     r = dataset_root(root, name)
-    csv = _first_existing(
+    csv = first_existing(
         r, ("Data_Entry_2017_v2020.csv", "Data_Entry_2017.csv"), name, "label CSV"
     )
     ids = {"Image Index": str, "Patient ID": str}
@@ -85,7 +85,7 @@ def nih_cxr14(
     man["age"] = df["Patient Age"].map(_nih_age) if "Patient Age" in df else np.nan
     man["image_index"] = df["Image Index"]
     man["_line"] = df["_line"]
-    files = _index_files(r, under=lambda parts: any(p.startswith("images") for p in parts))
+    files = index_files(r, under=lambda parts: any(p.startswith("images") for p in parts))
     man["image_stem"] = man["image_index"].str.replace(r"\.png$", "", regex=True)
     man = opts.attach_paths(man, files, "image_stem", str(csv), expected="images/{}.png")
     return opts.finish(

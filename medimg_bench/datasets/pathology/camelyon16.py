@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.pathology.wsi import WSITileDataset, _tiles_for_slide, open_slide
+from medimg_bench.datasets.pathology.wsi import WSITileDataset, open_slide, tiles_for_slide
 from medimg_bench.registry import register_dataset
 
 __all__ = ["camelyon16", "camelyon16_slides", "EVA_VAL_SLIDES"]
@@ -126,7 +126,7 @@ def camelyon16(
     for s in slides.to_dict("records"):
         slide = open_slide(r / s["path"], backend)
         used = slide.backend
-        tiles, m0 = _tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
+        tiles, m0 = tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
                                      tissue_threshold=tissue_threshold, thumbnail_size=thumbnail_size,
                                      base_mpp=base_mpp)
         if not len(tiles):

@@ -215,7 +215,7 @@ class WSITileDataset(PathManifestDataset):
         return sample
 
 
-def _tiles_for_slide(
+def tiles_for_slide(
     slide: _Slide,
     *,
     mpp: float,
@@ -322,7 +322,7 @@ def wsi_tiles(
     for s in slides:
         slide = open_slide(s["path"], backend)
         used_backend = slide.backend
-        tiles, m0 = _tiles_for_slide(
+        tiles, m0 = tiles_for_slide(
             slide,
             mpp=mpp,
             tile_size=tile_size,
