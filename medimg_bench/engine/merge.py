@@ -145,7 +145,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     """Merge the run directories of the shards of one evaluation into ``out``; returns the
     :class:`~medimg_bench.engine.results.Results` a single run would have given."""
     from medimg_bench.engine.results import Records, Results, build_samples_table
-    from medimg_bench.engine.summary import summarize
+    from medimg_bench.engine.summary import exclusion_summary, summarize
     from medimg_bench.registry import create_task
 
     dirs = _expand(run_dirs)
@@ -176,6 +176,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     settings = ref["settings"]
     summary = summarize(metrics, samples, patients=patients, n_resamples=int(settings["n_resamples"]),
                         confidence=float(settings["confidence"]), seed=int(settings["seed"]))
+    summary.update(exclusion_summary((ref["manifest"].get("dataset") or {}).get("exclusions")))
     if ref["subgroups"]:
         from medimg_bench.engine.subgroups import subgroup_summary
 

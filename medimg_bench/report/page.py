@@ -14,6 +14,7 @@ from medimg_bench._fs import atomic_write
 from medimg_bench.report.html import details, esc, fmt, note, page, section, table, value_ci
 from medimg_bench.report.rundir import RunData, find_runs, label_runs, load_run
 from medimg_bench.report.sections import (
+    exclusion_section,
     failure_section,
     header,
     metric_value,
@@ -38,6 +39,7 @@ def _run_sections(run: RunData, *, prefix: str, pictures: int) -> list[tuple[str
              ("subgroups", "Subgroups", subgroup_section(run)),
              ("worst", "Worst samples", worst_section(run, pictures=pictures)),
              ("failures", f"Failures ({run.summary.get('n_failed', 0)})", failure_section(run)),
+             ("exclusions", f"Exclusions ({run.summary.get('n_excluded', 0)})", exclusion_section(run)),
              ("plots", "Plots", plot_section(run)), ("run", "Run", run_info_section(run))]
     return [(f"{prefix}{a}", t, h) for a, t, h in parts if h]
 
