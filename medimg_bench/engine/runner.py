@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from medimg_bench.engine.loader import (  # noqa: F401  (imported from here by tests)
-    _Failure,
-    _SafeDataset,
+    Failure,
+    SafeDataset,
     make_loader,
     sample_ids,
     split_collate,

@@ -487,7 +487,7 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
                            "per_seed": {str(s): {n: m.get("mean", {}).get("value")
                                                  for n, m in r["summary"]["metrics"].items()}
                                         for s, r in per_seed.items()},
-                           "info": {str(s): _jsonable(r["info"]) for s, r in per_seed.items()}}
+                           "info": {str(s): jsonable(r["info"]) for s, r in per_seed.items()}}
     if extra.get("embeddings"):
         summary["protocol"]["embeddings"] = extra["embeddings"]
     _probe_warnings(summary, per_seed)
@@ -501,7 +501,7 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
         for s, r in per_seed.items():
             d = run_dir / "seeds" / str(s)
             d.mkdir(parents=True, exist_ok=True)
-            (d / "summary.json").write_text(json.dumps(_jsonable({**r["summary"], "info": r["info"]}), indent=2))
+            (d / "summary.json").write_text(json.dumps(jsonable({**r["summary"], "info": r["info"]}), indent=2))
         _print(results)
     return results
 
@@ -544,8 +544,8 @@ def _print(results: Any) -> None:
             print(f"  excluded {e['id']} ({e['file']}): {e['reason']}")
 
 
-def _jsonable(o: Any) -> Any:
-    from medimg_bench.engine.results import _jsonable as j
+def jsonable(o: Any) -> Any:
+    from medimg_bench.engine.results import jsonable as j
 
     return j(o)
 

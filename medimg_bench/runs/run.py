@@ -186,9 +186,9 @@ _TRAIN_NEUTRAL = ("resume", "overwrite", "progress", "verbose", "report", "devic
 def _training_key(c: Mapping[str, Any]) -> dict[str, Any]:
     """What a training state must match to be resumed: the config's model, dataset, task, seed,
     AMP and train entries, locations and worker counts left out."""
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
-    flat = _flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
+    flat = flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
     key = {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in _TRAIN_NEUTRAL)}
     return json.loads(json.dumps(key, sort_keys=True, default=str))  # as config.json holds it
 

@@ -13,7 +13,7 @@ import pandas as pd
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.columns import match_class_columns
 from medimg_bench.datasets.cxr._layout import check_choice, first_true, read_table
-from medimg_bench.datasets.cxr.base import CXRDataset, _options
+from medimg_bench.datasets.cxr.base import CXRDataset, cxr_options
 from medimg_bench.datasets.cxr.labels import apply_uncertainty
 from medimg_bench.registry import register_dataset
 
@@ -62,7 +62,7 @@ def csv_dataset(
     (metrics ignore them; per-sample rows keep them). Multi-label blanks follow ``blank``."""
     name = "csv"
     check_choice(name, "on_missing_label", on_missing_label, ("error", "skip", "unlabelled"))
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    opts = cxr_options(name, options, normalize, channels, views, on_missing, transform)
     r = dataset_root(root, name)
     path = Path(csv) if Path(csv).is_absolute() else r / csv
     if not path.exists():

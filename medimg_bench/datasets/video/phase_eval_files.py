@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.video.cholec80 import CHOLEC80_FPS, CHOLEC80_PHASES
-from medimg_bench.datasets.video.frames import VideoFrameDataset, _frames_to_rows
+from medimg_bench.datasets.video.frames import VideoFrameDataset, frames_to_rows
 from medimg_bench.registry import register_dataset
 
 __all__ = ["FIRST_LINE_RULES", "phase_eval_files", "read_phase_file"]
@@ -116,7 +116,7 @@ def phase_eval_files(
         table = read_phase_file(f, classes=names, first_line=first_line)
         table["timestamp"] = table["frame_index"] / float(video_fps)
         extra = {"fps": float(video_fps), "split": split, "video_path": f"{gt_dir}/{f.name}"}
-        rows += _frames_to_rows(table, video_id=f.name[: -len("-phase.txt")], clip_length=None,
+        rows += frames_to_rows(table, video_id=f.name[: -len("-phase.txt")], clip_length=None,
                                 clip_stride=None, extra=extra)
     ds = VideoFrameDataset(pd.DataFrame(rows), root=root, classes=names, transform=transform,
                            name="phase_eval_files")
