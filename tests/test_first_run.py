@@ -185,3 +185,28 @@ def test_a_judge_without_its_model_name_points_to_the_judges_options():
     with pytest.raises(ValueError, match=r"scoring\.judge\.options\.model") as info:
         build_judge({"model": "openai_vlm", "options": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": None}})
     assert "model.options.model=" not in str(info.value).replace("scoring.judge.options.model", "")
+
+
+SEG_TINY = ["task=segmentation", "dataset=synthetic_ct", "model=monai_unet", "metrics=segmentation",
+            "dataset.options.n=3", "model.options.channels=[4,8]", "bootstrap.n_resamples=10", "progress=false",
+            "report=false"]
+
+
+def test_narrowing_the_metrics_is_not_refused_for_a_default_option(tmp_path, monkeypatch):
+    """Issue 36 item 6: ``metrics.scores.metrics=[dice,hd95]`` was refused because the config's
+    own ``tolerance: 2.0`` (NSD's) counted as if the user had set it. Only options the user set
+    count: the default is dropped, a tolerance the user gives is refused as before."""
+    import json
+
+    from medimg_bench.runs.run import run
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    res = run([*SEG_TINY, "metrics.scores.metrics=[dice,hd95]"], run_dir=tmp_path / "narrow")
+    assert set(res.summary["metrics"]) == {"dice", "hd95"}
+    saved = json.loads((tmp_path / "narrow" / "manifest.json").read_text())["config"]["metrics"]["scores"]
+    assert "tolerance" not in saved  # what the run used, as it is kept
+    full = run(SEG_TINY, run_dir=tmp_path / "full")  # NSD asked: the default 2 mm applies
+    assert json.loads((tmp_path / "full" / "manifest.json").read_text())["config"]["metrics"]["scores"]["tolerance"] == 2.0
+    assert "nsd" in full.summary["metrics"]
+    with pytest.raises(ValueError, match=r"option tolerance=1.0 is not used by metric\(s\) \['dice', 'hd95'\]"):
+        run([*SEG_TINY, "metrics.scores.metrics=[dice,hd95]", "metrics.scores.tolerance=1.0"], run_dir=tmp_path / "bad")

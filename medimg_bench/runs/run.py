@@ -36,6 +36,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     if c.get("protocol"):
         from medimg_bench.protocols import run_protocol
 
+        _protocol_options(c)
         return _with_report(c, run_protocol(c, run_dir), run_dir)
     from medimg_bench.engine.runner import parse_shard
 
@@ -49,9 +50,39 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     seed_everything(int(c["seed"]))
     task, dataset, model = _build(c)
     train_info = _train(c, model, task, run_dir, device=device, rank=rank)
+    _drop_unused_defaults(c, parent_overrides)
     results = _evaluate(c, model, dataset, task, run_dir, device=device, retry_failed=retry)
     _write(c, results, run_dir, train_info)
     return results
+
+
+def _drop_unused_defaults(c: Mapping[str, Any], overrides: Sequence[str]) -> None:
+    """Metric options the config sets by default (``tolerance: 2.0`` of ``metrics=segmentation``)
+    that none of the metrics asked for reads are dropped, so narrowing the metrics
+    (``metrics.scores.metrics=[dice,hd95]``) is not refused for an option the user never set;
+    an option the user set (an override naming it) is kept, and refused by the metric as before."""
+    from medimg_bench.metrics.seg_conventions import OPTION_USERS
+
+    user = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    for name, opts in (c.get("metrics") or {}).items():
+        if not isinstance(opts, dict) or not isinstance(opts.get("metrics"), list):
+            continue
+        asked = set(opts["metrics"])
+        for key in [k for k in opts if k in OPTION_USERS]:
+            unused = opts[key] is not None and not asked & set(OPTION_USERS[key])
+            if unused and f"metrics.{name}.{key}" not in user and f"metrics.{name}" not in user:
+                del opts[key]
+
+
+def _protocol_options(c: Mapping[str, Any]) -> None:
+    """A protocol reads ``task.options.multilabel`` from the config: left unset, it is taken
+    from the evaluation dataset here."""
+    opts = c["task"].get("options") or {}
+    if "multilabel" in opts and opts["multilabel"] is None:
+        from medimg_bench.registry import create_task
+
+        task = create_task(c["task"]["name"], **opts)
+        _options_from_dataset(c, task, build_dataset(c["dataset"], c["dataset"].get("split")))
 
 
 def seed_everything(seed: int) -> None:
@@ -98,7 +129,21 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
     dataset = build_dataset(dcfg, dcfg.get("split"))
+    _options_from_dataset(c, task, dataset)
     return task, dataset, build_model(c["model"], dataset)
+
+
+def _options_from_dataset(c: Mapping[str, Any], task: Any, dataset: Any) -> None:
+    """Task options the dataset determines (single- vs multi-label) taken from it unless the
+    user set them (a contradiction is an error naming both); the resolved value is written into
+    the config the run directory keeps, and into the model's options left unset."""
+    if hasattr(task, "bind_dataset"):
+        task.bind_dataset(dataset)
+    if hasattr(task, "multilabel") and "multilabel" in (c["task"].get("options") or {}):
+        c["task"]["options"]["multilabel"] = bool(task.multilabel)
+        mopts = c["model"].get("options")
+        if isinstance(mopts, dict) and "multilabel" in mopts and mopts["multilabel"] is None:
+            mopts["multilabel"] = bool(task.multilabel)
 
 
 def _request_logging(*, verbose: bool) -> None:
