@@ -209,7 +209,7 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
         val_dataset=val_set, checkpoint_dir=state_dir, checkpoint_every=max(every, 1), **fit_config_options(tcfg),
     )
     info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
-            "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
+            "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss, **_cut(tcfg, tr)}
     if tr.best_epoch is not None:  # train.select_on: the epoch kept and the validation curve
         info.update(select_on=tcfg["select_on"], n_val=len(val_set), best_epoch=tr.best_epoch,
                     best_val=tr.best_val, val_curve=[[e, v] for e, v in tr.val_curve])
@@ -220,6 +220,21 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
         if state_dir is not None:  # the weights are what a resume reads from now on
             remove_train_state(run_dir)
     return info
+
+
+def _cut(tcfg: Mapping[str, Any], tr: Any) -> dict[str, Any]:
+    """``steps_asked`` / ``epochs_asked`` and, when ``train.max_seconds`` stopped the training
+    before them, ``cut: True`` with a console line: the scores then depend on the machine's load."""
+    epochs = tcfg.get("epochs")
+    asked = {"epochs_asked": int(epochs)} if epochs else {"steps_asked": int(tcfg["max_steps"])}
+    done, want = (tr.epochs, int(epochs)) if epochs else (tr.steps, int(tcfg["max_steps"]))
+    if not tcfg.get("max_seconds") or done >= want:
+        return {**asked, "cut": False}
+    unit = "epochs" if epochs else "steps"
+    print(f"training CUT by train.max_seconds={tcfg['max_seconds']}: {done} of {want} {unit} done in "
+          f"{tr.seconds:.0f} s — the scores depend on this machine's speed and load; "
+          "train.max_seconds=null trains the whole recipe", flush=True)
+    return {**asked, "cut": True, "max_seconds": float(tcfg["max_seconds"])}
 
 
 #: config keys that do not change what training computes (a training state resumes under others)
@@ -290,6 +305,9 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
 
     if train_info:
         results.manifest["training"] = train_info
+        if "cut" in train_info:  # beside the scores: a cut training explains them
+            results.summary["training"] = {k: train_info[k] for k in (
+                "steps", "steps_asked", "epochs", "epochs_asked", "seconds", "cut", "max_seconds") if k in train_info}
     results.manifest["world_size"] = world()[1]
     if not is_main_process():  # under torchrun every rank holds the gathered results; one writes
         return
@@ -305,6 +323,11 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
 
         save_shard_state(results, run_dir, config=config)
     print_summary(results)
+    if (train_info or {}).get("cut"):  # after the table, where the scores are read
+        done = train_info.get("epochs") if "epochs_asked" in train_info else train_info["steps"]
+        want = train_info.get("epochs_asked", train_info.get("steps_asked"))
+        print(f"NOTE: these scores come from a training cut short by train.max_seconds "
+              f"({done} of {want} {'epochs' if 'epochs_asked' in train_info else 'steps'})", flush=True)
     n_failed = int(results.summary.get("n_failed") or 0)
     if not n_failed:
         remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything
