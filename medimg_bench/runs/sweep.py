@@ -7,7 +7,8 @@ writes ``sweep.parquet``, ``sweep.md`` and ``report.html`` (the runs side by sid
 docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
-``n_failed``, ``n_excluded``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
+``n_failed``, ``n_excluded``, ``status`` (``FAILED`` for a run that scored no sample or failed more than its
+``max_failure_rate``; the command then exits 3), ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
 secrets redacted), then ``run_dir``. For foundation-model protocol runs the seed table of
 :func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
 (``seeds.parquet`` / ``seeds.md``).
@@ -79,6 +80,7 @@ def sweep_table(multirun_dir: str | Path) -> Any:
         row["n_samples"] = summary.get("n_samples")
         row["n_failed"] = summary.get("n_failed")
         row["n_excluded"] = summary.get("n_excluded")
+        row["status"] = _status(summary, manifest)
         row["wall_time_s"] = manifest.get("wall_time_s")
         row["overrides"] = " ".join(overrides)
         row["config"] = json.dumps(redact_secrets(manifest.get("config") or {}), sort_keys=True, default=str)
@@ -91,6 +93,15 @@ def sweep_table(multirun_dir: str | Path) -> Any:
             if len(kinds) > 1 or kinds - {str, int, float, bool}:
                 table[col] = table[col].map(lambda v: None if v is None else str(v))
     return table
+
+
+def _status(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """``FAILED`` when the run scored no sample or failed more than its ``max_failure_rate`` (the
+    CLI exited 3 for it), else ``ok``."""
+    n, failed = int(summary.get("n_samples") or 0), int(summary.get("n_failed") or 0)
+    rate = (manifest.get("config") or {}).get("max_failure_rate")
+    rate = 1.0 if rate is None else float(rate)
+    return "FAILED" if n - failed <= 0 or failed > rate * n else "ok"
 
 
 def _markdown(table: Any) -> str:
@@ -127,7 +138,8 @@ def write_sweep(multirun_dir: str | Path, *, out: str | Path | None = None) -> t
 
 
 def cli_main(argv: Sequence[str]) -> int:
-    """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found."""
+    """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found, 3 written
+    but a run in it failed its samples (status ``FAILED``)."""
     import argparse
     import sys
 
@@ -146,4 +158,15 @@ def cli_main(argv: Sequence[str]) -> int:
 
     page = write_report([args.multirun_dir], out=md.parent / "report.html")  # the runs side by side
     print(f"wrote {pq}, {md} and {page}")
+    import pandas as pd
+
+    table = pd.read_parquet(pq, columns=["job", "n_samples", "n_failed", "status"])
+    n, bad = int(table["n_samples"].fillna(0).sum()), int(table["n_failed"].fillna(0).sum())
+    failed = table.loc[table["status"] == "FAILED", "job"].tolist()
+    line = f"scored {n - bad} of {n} samples ({bad} failed) in {len(table)} run(s)"
+    if failed:  # a sweep with a failed run is not a table of results: exit 3, as the CLI did for it
+        print(f"{line}; {len(failed)} run(s) FAILED (no sample scored, or more than max_failure_rate "
+              f"failed): {', '.join(failed[:10])}", file=sys.stderr)
+        return 3
+    print(line)
     return 0
