@@ -3,7 +3,7 @@
 The layout of the Cholec80 / M2CAI16 evaluation scripts (``Main.m`` + ``ReadPhaseLabel.m``): a
 folder of ground-truth ``<video>-phase.txt`` files (``frame<TAB or space>phase`` per line) and a
 folder of predictions named alike (read by ``model=predictions``). Frames are samples with labels
-and positions only (no pixels: ``labels_only``), so ``task=phase_recognition`` scores the
+and positions only (no pixels: ``skip_pixels``), so ``task=phase_recognition`` scores the
 predictions per video as the challenge does.
 """
 
@@ -120,5 +120,5 @@ def phase_eval_files(
                                 clip_stride=None, extra=extra)
     ds = VideoFrameDataset(pd.DataFrame(rows), root=root, classes=names, transform=transform,
                            name="phase_eval_files")
-    ds.labels_only = True  # the files hold labels, no pixels
+    ds.skip_pixels()  # the files hold labels, no pixels
     return ds
