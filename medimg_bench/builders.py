@@ -64,11 +64,17 @@ def _checked_ids(model: Any, dataset: Any) -> Any:
     """Let a model that looks predictions up by id (model=predictions) see the dataset (class
     names, label count) and warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
+    if getattr(model, "needs_pixels", True) is False and callable(getattr(dataset, "skip_pixels", None)):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: columns matched to the classes, values checked;
         # stored answers: the dataset may skip its images
         model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))
+        if callable(getattr(model, "unknown_ids", None)) and callable(getattr(dataset, "exclude", None)):
+            for sid in model.unknown_ids(list(manifest["id"])):  # counted and shown, not silent
+                dataset.exclude(sid, file=getattr(model, "source", None),
+                                reason="a stored prediction for an id the dataset does not have (not scored)")
     return model
 
 

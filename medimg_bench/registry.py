@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import os
 import pkgutil
 import threading
 from collections.abc import Callable
@@ -37,6 +38,19 @@ __all__ = [
     "create_task",
     "list_tasks",
 ]
+
+
+def absolute_root(value: Any) -> Any:
+    """A data location relative to the working directory, made absolute (``~`` expanded); its
+    type is kept (``str`` or ``Path``). URLs (``hf://…``, ``s3://…``), absolute paths, ``None``
+    and non-paths come back as they are."""
+    if not isinstance(value, (str, os.PathLike)):
+        return value
+    text = os.fspath(value)
+    if not text or "://" in text:
+        return value
+    path = os.path.abspath(os.path.expanduser(text))
+    return path if isinstance(value, str) else type(value)(path)
 
 
 @dataclass(frozen=True)
@@ -69,8 +83,8 @@ class Registry:
     ) -> None:
         self.kind = kind
         self.package = package
-        # datasets: ``root=hf://…`` becomes a local snapshot folder before the factory sees it;
-        # returns (options, attributes to set on the object)
+        # datasets: relative roots made absolute and ``root=hf://…`` a local snapshot folder
+        # before the factory sees them; returns (options, attributes to set on the object)
         self.prepare = prepare
         # datasets: ``create`` records the options on the object (``_registry_call``), because
         # every option that decides the samples is part of the dataset's fingerprint
@@ -188,11 +202,14 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
-def _hub_dataset_root(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``root=hf://OWNER/NAME@REVISION[/folder]``: the dataset repository's snapshot in the
-    Hugging Face cache as the root, and ``hub_source`` (id, revision, commit, SHA-256 of every
-    file: :meth:`medimg_bench.hub.HubSnapshot.record`) for the dataset's identity and the run's
+def _dataset_roots(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A dataset's locations, resolved once before any loader joins them with the paths it
+    lists: ``root`` (and ``*_root``) relative to the working directory made absolute, and
+    ``root=hf://OWNER/NAME@REVISION[/folder]`` the dataset repository's snapshot in the Hugging
+    Face cache, with ``hub_source`` (id, revision, commit, SHA-256 of every file:
+    :meth:`medimg_bench.hub.HubSnapshot.record`) for the dataset's identity and the run's
     manifest."""
+    kwargs = {k: absolute_root(v) if k == "root" or k.endswith("_root") else v for k, v in kwargs.items()}
     root = kwargs.get("root")
     if not (isinstance(root, str) and root.startswith("hf://")):
         return kwargs, {}
@@ -202,7 +219,7 @@ def _hub_dataset_root(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     return {**kwargs, "root": str(local)}, {"hub_source": {**snap.record(), "folder": sub, "root": root}}
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, prepare=_hub_dataset_root)
+DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, prepare=_dataset_roots)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")

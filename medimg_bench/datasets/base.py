@@ -298,6 +298,27 @@ class ManifestDataset(torch.utils.data.Dataset):
                 meta[col] = row[col]
         return meta
 
+    # -- accounting: items the layout lists that are not samples -------------------------------
+    @property
+    def exclusions(self) -> list[dict[str, str]]:
+        """Items the dataset's layout lists that are not samples, each ``{"id", "file",
+        "reason"}`` (a slide without tissue, a reference row whose file is not on disk): filled
+        by the loader while it builds the manifest (:meth:`exclude`), counted and shown by the
+        engine (``summary.json`` ``n_excluded`` / ``exclusions``, the console, ``report.html``)
+        and by ``datasets check``. Every item a layout lists is a sample or an exclusion."""
+        return [dict(e) for e in self.__dict__.get("_exclusions", ())]
+
+    def exclude(self, item_id: str, *, reason: str, file: str | Path | None = None, kind: str = "excluded") -> None:
+        """Record that the layout's item ``item_id`` (read from ``file``) is not a sample, and why.
+        ``kind`` tells a protocol over larger units what the item is to it: ``"no_tiles"`` — a
+        slide of the set that yields no tile, which a slide-level protocol (``protocol=mil``)
+        counts as a failed slide; ``"excluded"`` — anything else."""
+        entry = {"id": str(item_id), "file": "" if file is None else str(file), "reason": str(reason),
+                 "kind": str(kind)}
+        old = self.__dict__.get("_exclusions", ())
+        if entry not in old:  # recorded once however often it is found
+            self.__dict__["_exclusions"] = (*old, entry)  # a new tuple: copies share none
+
     # -- samples --------------------------------------------------------------------------------
     def skip_pixels(self) -> None:
         """Samples from now on leave out the input image (the model reads none)."""

@@ -33,7 +33,6 @@ writes the ids it takes back into its next part (``retry``): reading the parts, 
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench._fs import atomic_path
 from medimg_bench.engine.partfile import Unencodable, freeze, read_part_file, write_part
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
@@ -274,7 +274,7 @@ class Checkpoint:
         self._check_layout()
         if not self.dir.is_dir():
             return None
-        for tmp in self.dir.glob(".part-*.tmp"):  # a save killed half-way: never read
+        for tmp in self.dir.glob(".part-*.tmp*"):  # a save killed half-way: never read
             tmp.unlink(missing_ok=True)
         parts = _numbered_parts(self.dir)
         if not parts:
@@ -379,19 +379,19 @@ class Checkpoint:
             state["unscored"] = dict(unscored)
         n = self._n_part + 1
         path = self.dir / f"part-{n:06d}.safetensors"
-        tmp = self.dir / f".part-{n:06d}.{os.getpid()}.tmp"
+        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
+        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
         try:
-            write_part(state, tmp, frozen=self._frozen)
+            with atomic_path(path, fsync=False) as tmp:
+                write_part(state, tmp, frozen=self._frozen)
         except Unencodable:  # nothing written: this part as before, pickled tensors and plain data
             if unscored is not None and unscored.get("batches") is not None:
                 self._cat = cat_before  # the caller scores the pending batches and saves again
                 raise
             path = path.with_suffix(".pt")
-            torch.save(state, tmp)
+            with atomic_path(path, fsync=False) as tmp:
+                torch.save(state, tmp)
         self._n_part = n
-        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
-        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
-        os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         self._retry = []
         return path

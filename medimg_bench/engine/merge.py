@@ -14,10 +14,11 @@ have written: the same per-sample table (bit for bit), summary and plots.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from medimg_bench._fs import atomic_path
 
 __all__ = ["save_shard_state", "load_shard_state", "merge_runs", "cli_main", "STATE_FILE"]
 
@@ -76,9 +77,8 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     }
     run_dir = Path(run_dir)
     path = run_dir / STATE_FILE
-    tmp = run_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:
+        torch.save(state, tmp)
     return path
 
 
@@ -145,7 +145,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     """Merge the run directories of the shards of one evaluation into ``out``; returns the
     :class:`~medimg_bench.engine.results.Results` a single run would have given."""
     from medimg_bench.engine.results import Records, Results, build_samples_table
-    from medimg_bench.engine.summary import summarize
+    from medimg_bench.engine.summary import exclusion_summary, summarize
     from medimg_bench.registry import create_task
 
     dirs = _expand(run_dirs)
@@ -176,6 +176,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     settings = ref["settings"]
     summary = summarize(metrics, samples, patients=patients, n_resamples=int(settings["n_resamples"]),
                         confidence=float(settings["confidence"]), seed=int(settings["seed"]))
+    summary.update(exclusion_summary((ref["manifest"].get("dataset") or {}).get("exclusions")))
     if ref["subgroups"]:
         from medimg_bench.engine.subgroups import subgroup_summary
 

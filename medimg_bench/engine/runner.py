@@ -42,7 +42,7 @@ from medimg_bench.engine.plan import (
     shard_of,
 )
 from medimg_bench.engine.results import EvaluationFailed, Records, Results, build_samples_table
-from medimg_bench.engine.summary import summarize
+from medimg_bench.engine.summary import exclusion_summary, summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
 from medimg_bench.tasks.base import Task
@@ -189,6 +189,8 @@ def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metr
     device = resolve_device(options.device)
     model.to(device)
     model.eval()
+    if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
         model.bind_dataset(dataset)
     clock = _Clock.begin()
@@ -257,6 +259,7 @@ def summarize_run(
     summary = summarize(metrics, samples, patients=patients, **options.bootstrap)
     if getattr(dataset, "dropped", None):  # rows the loader dropped on request, by reason
         summary["n_dropped"] = dict(dataset.dropped)
+    summary.update(exclusion_summary(dataset))  # items the layout lists that are not samples
     subgroup_map: dict[str, dict[str, str]] = {}
     if options.subgroups:
         from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
@@ -313,6 +316,7 @@ def _manifest(run: _Run) -> dict[str, Any]:
             # root=hf://…: repository, revision, commit and SHA-256 of every file (medimg_bench/hub.py)
             "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
+            "exclusions": exclusion_summary(dataset)["exclusions"],  # a merge of shards keeps them
             # the label file's release and digests where a loader reads one of several (nih_cxr14)
             "label_release": getattr(dataset, "label_release", None),
         },

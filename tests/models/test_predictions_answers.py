@@ -13,6 +13,7 @@ from PIL import Image
 
 import medimg_bench as mb
 from medimg_bench.builders import build_model
+from medimg_bench.engine.results import EvaluationFailed
 from medimg_bench.models.predictions import AnswersFromFile
 from medimg_bench.runs import compose_config
 from medimg_bench.runs.compose import plain
@@ -111,7 +112,9 @@ def test_circular_eval_over_one_stored_answer_is_refused(mcq, tmp_path):
     with pytest.raises(ValueError, match="stored answers cannot be rotated.*#rot"):
         build_model(cfg["model"], mcq)
     # the Python API: the rotations fail, each naming the reason (never the same letter served again)
-    res = _vqa(AnswersFromFile(path), mcq, circular=True)
+    with pytest.raises(EvaluationFailed) as failed:  # no sample scored: the run failed
+        _vqa(AnswersFromFile(path), mcq, circular=True)
+    res = failed.value.results
     assert res.summary["n_failed"] == 3
     assert all("stored answers cannot be rotated" in e for e in res.samples["error"].dropna())
     # without CircularEval the stored answers are scored as they are

@@ -12,6 +12,7 @@ import pytest
 
 import medimg_bench as mb
 from medimg_bench.builders import build_model
+from medimg_bench.engine.results import EvaluationFailed
 from medimg_bench.models.predictions.checks import check_label_values
 
 nib = pytest.importorskip("nibabel")
@@ -101,7 +102,9 @@ def test_real_totalsegmentator_mask_as_predictions(tmp_path):
     smooth = labels.astype(np.float32)
     smooth[1:] = 0.6 * smooth[1:] + 0.4 * smooth[:-1]  # partial-volume edges along x
     nib.save(nib.Nifti1Image(smooth, seg.affine), str(preds / "ct.nii.gz"))
-    res = _seg(mb.create_model("predictions", root=preds), ds)
+    with pytest.raises(EvaluationFailed) as failed:  # the one case failed: the run failed
+        _seg(mb.create_model("predictions", root=preds), ds)
+    res = failed.value.results
     assert res.summary["n_failed"] == 1
     err = res.samples["error"].dropna().iloc[0]
     assert str(preds / "ct.nii.gz") in err and "not whole numbers" in err

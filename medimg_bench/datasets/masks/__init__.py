@@ -5,6 +5,7 @@ from medimg_bench.datasets.masks.decode import (
     ENCODINGS,
     MAP_ENCODINGS,
     MASK_ENCODINGS,
+    PICTURE_SUFFIXES,
     MaskDecodeError,
     Stored,
     check_label_map,
@@ -19,6 +20,6 @@ from medimg_bench.datasets.masks.decode import (
     values_seen,
 )
 
-__all__ = ["ENCODINGS", "MAP_ENCODINGS", "MASK_ENCODINGS", "MaskDecodeError", "Stored", "check_label_map", "colour_labels",
+__all__ = ["ENCODINGS", "MAP_ENCODINGS", "MASK_ENCODINGS", "PICTURE_SUFFIXES", "MaskDecodeError", "Stored", "check_label_map", "colour_labels",
            "decode_map", "decode_map_values", "decode_mask", "decode_mask_values", "grey_of", "parse_scale",
            "read_stored", "values_seen"]

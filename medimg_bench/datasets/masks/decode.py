@@ -53,6 +53,8 @@ _LOSSY = (".jpg", ".jpeg")
 # MATLAB rgb2gray: 0.298936021293775 R + 0.587043074451121 G + 0.114020904255103 B, rounded
 _RGB2GRAY = np.array([0.298936021293775, 0.587043074451121, 0.114020904255103])
 _NAMED_SCALES = {"percent": 100.0, "%": 100.0}
+# under ``auto`` a map whose nonzero values are several whole numbers up to this is labels, not levels
+_LABEL_LIKE = 16
 
 
 class MaskDecodeError(ValueError):
@@ -276,6 +278,10 @@ def _binary(a: np.ndarray, source: str | Path, *, foreground: float | None, thre
     nz = _nonzero_values(a)
     fg = float(foreground) if foreground is not None else _detect_foreground(
         nz, a, source, full_scale=full_scale, lossy=lossy, what=what)
+    if len(nz) > 1 and not lossy and float(nz[-1]) != fg:  # soft edges reach the foreground; labels do not
+        raise MaskDecodeError(source, f"several nonzero values ({values_seen(a)}) and none is the foreground "
+                              f"value {fg:g}: a label map, not a binary {what}; declare label_map with its classes",
+                              what=what)
     if len(nz) and float(nz[-1]) > fg:
         raise MaskDecodeError(source, f"{values_seen(a)} above the foreground value {fg:g} of the binary "
                               "encoding (a label map with more classes, or another foreground value?)", what=what)
@@ -341,6 +347,10 @@ def _detect_map(a: np.ndarray, source: str | Path, *, full_scale: float | None) 
     nz = _nonzero_values(a)
     if len(nz) == 1 and float(nz[0]) >= 1 and float(nz[0]) == np.rint(nz[0]):
         return "binary"  # 0/1, 0/255, 0/65535: one foreground value
+    if len(nz) > 1 and float(nz[-1]) <= _LABEL_LIKE and _fractional(a) is None:
+        raise MaskDecodeError(source, f"{values_seen(a)}: small whole numbers look like labels, not grey levels "
+                              "or probabilities, and the encoding is ambiguous; declare it (encoding=probability "
+                              "with its scale, or store a binary map)", what="map")
     if full_scale is not None:
         return "probability"  # an image file: its bit depth's scale (im2double)
     if a.size == 0 or (float(a.min()) >= 0 and float(a.max()) <= 1):

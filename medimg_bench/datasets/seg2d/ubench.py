@@ -54,7 +54,14 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.base import ManifestDataset
-from medimg_bench.datasets.masks import check_label_map, decode_mask_values, grey_of, read_stored
+from medimg_bench.datasets.masks import (
+    MaskDecodeError,
+    check_label_map,
+    decode_mask_values,
+    grey_of,
+    read_stored,
+    values_seen,
+)
 from medimg_bench.datasets.seg2d import _io
 from medimg_bench.datasets.seg2d.folder import Seg2DFolder, unpaired_problems
 from medimg_bench.registry import register_dataset
@@ -181,7 +188,13 @@ class UBenchFolder(Seg2DFolder):
     def decode_mask(self, path: Path) -> np.ndarray:
         """One mask file binarised with U-Bench's rule (several files of one image: their union,
         DSB2018's one mask per nucleus)."""
-        return binarize(_grey(path), self.mask_rule, source=path)
+        grey = _grey(path)
+        if not grey.any():  # all zero after the 8-bit conversion: a 16-bit 0/1 file is not empty
+            stored = read_stored(path)
+            if stored.array.any():
+                raise MaskDecodeError(path, f"the file is not empty ({values_seen(stored.array)}) but is all zero "
+                                      "as 8-bit grey (U-Bench reads masks so): an empty mask")
+        return binarize(grey, self.mask_rule, source=path)
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         sample = super().load(row)
@@ -206,13 +219,29 @@ def _read_list(root: Path, split: str, lists: Mapping[str, str], name: str) -> l
     return cases
 
 
+def _missing_mask(mask: Path, listings: dict[Path, dict[str, str]]) -> str:
+    """Why ``mask`` is absent: no such file, or one whose name differs only in case."""
+    folder = mask.parent
+    if folder not in listings:
+        listings[folder] = {p.name.casefold(): p.name for p in folder.iterdir()} if folder.is_dir() else {}
+    near = listings[folder].get(mask.name.casefold())
+    if near is not None:
+        return f"no mask {str(mask)!r}: mask {near!r} differs from it only in case (names are matched exactly)"
+    return f"no mask {str(mask)!r}"
+
+
 def _from_list(root: Path, layout: str, split: str, lists: Mapping[str, str], name: str):
     image_dir, mask_of, has_suffix = _LISTS[layout]
-    pairs = []
+    pairs, problems, listings = [], {}, {}
     for case in _read_list(root, split, lists, name):
         image = root / image_dir / (case if has_suffix else f"{case}.png")
-        pairs.append((case, image, [root / mask_of(case)]))
-    return pairs, ([], {})
+        mask = root / mask_of(case)
+        if mask.is_file():
+            pairs.append((case, image, [mask]))
+        else:  # a listed case whose mask is missing is a failing sample, not a vanishing one
+            pairs.append((case, image, []))
+            problems[case] = f"image {image.name!r}: {_missing_mask(mask, listings)}"
+    return pairs, ([], problems)
 
 
 def _from_folders(root: Path, layout: str, split: str, name: str):

@@ -121,6 +121,7 @@ class AnswersFromFile(GenerativeAdapter):
     refused unless the file holds answers for the rotations (ids ``<id>#rot<k>``)."""
 
     backend = "predictions"
+    needs_pixels = False  # stored answers: the dataset is told so (``bind_dataset``)
 
     def __init__(self, path: Path, *, text_column: str | None = None, id_column: str | None = None,
                  circular: bool = False, on_blank: str = "error") -> None:
@@ -138,8 +139,14 @@ class AnswersFromFile(GenerativeAdapter):
 
     def check_ids(self, ids: Sequence[Any]) -> int:
         """Warn once about answers whose id the dataset does not have; returns their count."""
-        known = set(self.answers) - self.rotated | {ROTATION_ID.match(sid)["id"] for sid in self.rotated}
-        return _warn_unknown(known, ids, self.source)
+        return _warn_unknown(self._stored_ids(), ids, self.source)
+
+    def _stored_ids(self) -> set[str]:
+        return set(self.answers) - self.rotated | {ROTATION_ID.match(sid)["id"] for sid in self.rotated}
+
+    def unknown_ids(self, ids: Sequence[Any]) -> list[str]:
+        """The stored ids the dataset (``ids``) does not have, sorted: counted as exclusions."""
+        return sorted(self._stored_ids() - {str(i) for i in ids})
 
     def bind_dataset(self, dataset: Any) -> None:
         """Key answers named by an image file (``<id>.png``) by sample id, refuse a text column

@@ -54,6 +54,10 @@ class _Lookup:
         """Warn once about predictions whose id the dataset does not have; returns their count."""
         return _warn_unknown(self._known_ids(), ids, self.source)
 
+    def unknown_ids(self, ids: Sequence[Any]) -> list[str]:
+        """The stored ids the dataset (``ids``) does not have, sorted: counted as exclusions."""
+        return sorted(self._known_ids() - {str(i) for i in ids})
+
 
 def skip_pixels(dataset: Any) -> None:
     """Tell ``dataset`` the model reads no pixel (stored predictions): one that can skip its

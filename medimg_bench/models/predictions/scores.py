@@ -20,7 +20,7 @@ from medimg_bench.models.predictions.checks import (
     score_matrix,
     scores_to_probs,
 )
-from medimg_bench.models.predictions.lookup import _Lookup, match_stored_ids
+from medimg_bench.models.predictions.lookup import _Lookup, match_stored_ids, skip_pixels
 
 __all__ = ["ScoresFromFile", "SCORE_KINDS"]
 
@@ -111,7 +111,8 @@ class ScoresFromFile(_Lookup):
             self._resolve(None)
 
     def bind_dataset(self, dataset: Any) -> None:
-        """Match the score columns to ``dataset.classes`` and check every value (load time)."""
+        """Match the score columns to ``dataset.classes``, check every value (load time), key
+        ids named by image file by sample id; the dataset reads no pixels."""
         if self.multilabel is None and getattr(dataset, "multilabel", None) is not None:
             self.multilabel = bool(dataset.multilabel)
         classes = getattr(dataset, "classes", None)
@@ -120,6 +121,7 @@ class ScoresFromFile(_Lookup):
         ids = getattr(dataset, "ids", None)
         if ids is not None:
             self._rekey(match_stored_ids(self.ids, ids, where=f"predictions {str(self.source)!r}"))
+        skip_pixels(dataset)
 
     def _rekey(self, to_sample: dict[str, str]) -> None:
         """Stored ids that name a sample by its image file (``<id>.png``) keyed by the sample id."""

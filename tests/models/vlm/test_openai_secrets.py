@@ -9,8 +9,10 @@ import logging
 
 import httpx
 import pandas as pd
+import pytest
 
 import medimg_bench as mb
+from medimg_bench.engine.results import EvaluationFailed
 from medimg_bench.models.vlm.base import GenerationRequest
 from medimg_bench.models.vlm.openai import OpenAIVLMAdapter
 
@@ -56,8 +58,11 @@ def test_echoed_secrets_reach_no_file_and_no_log(chat_server, tmp_path, caplog):
     try:
         ds = mb.create_dataset("synthetic_vqa", n=3, size=16)
         with caplog.at_level(logging.INFO):
-            res = mb.evaluate(_adapter(chat_server), ds, task="vqa", progress=False, n_resamples=5,
-                              checkpoint=tmp_path / "ckpt", checkpoint_every=1)
+            with pytest.raises(EvaluationFailed) as failed:  # every sample failed: the run says so
+                mb.evaluate(_adapter(chat_server), ds, task="vqa", progress=False, n_resamples=5,
+                            checkpoint=tmp_path / "ckpt", checkpoint_every=1)
+            assert SECRET not in str(failed.value) and TOKEN not in str(failed.value)
+            res = failed.value.results
             run = res.save(tmp_path / "run")
             from medimg_bench.report.page import write_report
 
