@@ -33,7 +33,6 @@ writes the ids it takes back into its next part (``retry``): reading the parts, 
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench._fs import atomic_path
 from medimg_bench.engine.partfile import Unencodable, freeze, read_part_file, write_part
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
@@ -274,7 +274,7 @@ class Checkpoint:
         self._check_layout()
         if not self.dir.is_dir():
             return None
-        for tmp in self.dir.glob(".part-*.tmp"):  # a save killed half-way: never read
+        for tmp in self.dir.glob(".part-*.tmp*"):  # a save killed half-way: never read
             tmp.unlink(missing_ok=True)
         parts = _numbered_parts(self.dir)
         if not parts:
@@ -324,7 +324,7 @@ class Checkpoint:
         """Record that everything held now is already on disk (after a resume)."""
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         for name, metric in metrics.items():
-            for s, red in metric._reductions.items():
+            for s, red in metric.state_reductions.items():
                 value = getattr(metric, s)
                 if red == "cat" and isinstance(value, list):
                     self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
@@ -333,7 +333,7 @@ class Checkpoint:
         """``{state: ("append", new items) or ("replace", value)}`` since the last save; ``memo``
         is shared by the metrics of one part (see ``_pack_shared``)."""
         out: dict[str, Any] = {}
-        for s, red in metric._reductions.items():
+        for s, red in metric.state_reductions.items():
             value = getattr(metric, s)
             if red == "cat" and isinstance(value, list):
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
@@ -379,19 +379,19 @@ class Checkpoint:
             state["unscored"] = dict(unscored)
         n = self._n_part + 1
         path = self.dir / f"part-{n:06d}.safetensors"
-        tmp = self.dir / f".part-{n:06d}.{os.getpid()}.tmp"
+        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
+        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
         try:
-            write_part(state, tmp, frozen=self._frozen)
+            with atomic_path(path, fsync=False) as tmp:
+                write_part(state, tmp, frozen=self._frozen)
         except Unencodable:  # nothing written: this part as before, pickled tensors and plain data
             if unscored is not None and unscored.get("batches") is not None:
                 self._cat = cat_before  # the caller scores the pending batches and saves again
                 raise
             path = path.with_suffix(".pt")
-            torch.save(state, tmp)
+            with atomic_path(path, fsync=False) as tmp:
+                torch.save(state, tmp)
         self._n_part = n
-        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
-        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
-        os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         self._retry = []
         return path
@@ -532,7 +532,7 @@ def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[s
     if missing:
         raise ValueError(f"checkpoint has no state for metric(s) {missing}")
     for name, metric in metrics.items():
-        for state, value in saved[name].items():
-            if state not in metric._defaults:
-                raise ValueError(f"checkpoint state {state!r} is not a state of metric {name!r}")
-            setattr(metric, state, list(value) if isinstance(value, list) else value)
+        unknown = sorted(set(saved[name]) - set(metric.state_reductions))
+        if unknown:
+            raise ValueError(f"checkpoint state {unknown[0]!r} is not a state of metric {name!r}")
+        metric.load_state({**metric.state_dict(), **saved[name]})

@@ -16,7 +16,17 @@ import torch
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.stats import bootstrap_cis
 
-__all__ = ["summarize", "metric_value_tables"]
+__all__ = ["summarize", "metric_value_tables", "exclusion_summary"]
+
+
+def exclusion_summary(exclusions: Any) -> dict[str, Any]:
+    """``{"n_excluded", "exclusions"}`` of ``summary.json``: the items the dataset's layout lists
+    that are not samples (``dataset.exclusions``: ``{"id", "file", "reason"}`` each), counted
+    and listed, so nothing leaves a test set unseen. ``exclusions`` may be a dataset or the list."""
+    items = getattr(exclusions, "exclusions", exclusions) or []
+    rows = [{"id": str(e.get("id", "")), "file": str(e.get("file") or ""), "reason": str(e.get("reason", ""))}
+            for e in items]
+    return {"n_excluded": len(rows), "exclusions": rows}
 
 
 def metric_value_tables(metric: Metric) -> dict[str, tuple[list[str], torch.Tensor]]:

@@ -462,7 +462,8 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
         first = per_seed[seeds[0]]["summary"]
         summary = {"confidence": conf, "n_resamples": first.get("n_resamples"), "metrics": {},
                    "n_samples": first.get("n_samples"), "n_failed": first.get("n_failed"),
-                   "failed_ids": first.get("failed_ids", [])}
+                   "failed_ids": first.get("failed_ids", []),
+                   "n_excluded": first.get("n_excluded", 0), "exclusions": first.get("exclusions", [])}
         for name, m in first["metrics"].items():
             vals = [per_seed[s]["summary"]["metrics"][name].get("mean", {}).get("value") for s in seeds]
             bounds = metric_bounds(name, m)
@@ -528,6 +529,12 @@ def _print(results: Any) -> None:
         print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
     for line in results.summary.get("warnings", []):
         print(f"  WARNING {line}")
+    s = results.summary
+    if s.get("n_failed") or s.get("n_excluded"):  # nothing leaves the test set unseen
+        print(f"  {s.get('n_samples')} samples, {s.get('n_failed') or 0} failed {s.get('failed_ids') or ''}, "
+              f"{s.get('n_excluded') or 0} excluded")
+        for e in (s.get("exclusions") or [])[:10]:
+            print(f"  excluded {e['id']} ({e['file']}): {e['reason']}")
 
 
 def _jsonable(o: Any) -> Any:

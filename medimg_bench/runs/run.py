@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from medimg_bench.builders import build_dataset, build_model
+from medimg_bench.builders import build_dataset, build_model, model_reads_pixels
 from medimg_bench.engine.run_dir import (
     check_run_dir,
     has_train_state,
@@ -22,7 +22,7 @@ from medimg_bench.engine.run_dir import (
 )
 from medimg_bench.runs.compose import compose_config, plain
 
-__all__ = ["run", "run_config", "seed_everything"]
+__all__ = ["run", "run_config", "seed_everything", "max_failure_rate", "failed_entries", "scored_line"]
 
 
 def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str] = ()) -> Any:
@@ -97,7 +97,7 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         task_options["scoring"] = c["scoring"]
     task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
-    dataset = build_dataset(dcfg, dcfg.get("split"))
+    dataset = build_dataset(dcfg, dcfg.get("split"), pixels=model_reads_pixels(c["model"]))
     return task, dataset, build_model(c["model"], dataset)
 
 
@@ -235,6 +235,7 @@ def _evaluate(c: Mapping[str, Any], model: Any, dataset: Any, task: Any, run_dir
         checkpoint_every=int(c.get("checkpoint_every", 20)),
         checkpoint_interval_s=float(c.get("checkpoint_interval_s") or 0.0),
         shard=c.get("shard"), retry_failed=retry_failed,
+        max_failure_rate=None,  # the run directory is written first; the callers judge the failures
     )
 
 
@@ -326,13 +327,60 @@ def _run_benchmark(c: Mapping[str, Any], run_dir: Path, parent_overrides: Sequen
     return _with_report(c, out, run_dir)  # the entries side by side
 
 
+def max_failure_rate(cfg: Any) -> float:
+    """``max_failure_rate`` of a config (a fraction in [0, 1]; 1.0 when absent)."""
+    value = cfg.get("max_failure_rate", 1.0)
+    try:
+        rate = float(1.0 if value is None else value)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"max_failure_rate={value!r}: expected a fraction between 0 and 1 "
+                         "(e.g. 0.05; 1.0 fails only a run that scored no sample)")
+    return rate
+
+
+def _entries(results: Any) -> list[Any]:
+    """The Results of a run, or of every entry of a benchmark."""
+    entries = results.values() if isinstance(results, dict) else [results]
+    return [r for r in entries if hasattr(r, "exceeds_failure_rate")]
+
+
+def failed_entries(results: Any, rate: float) -> list[Any]:
+    """The Results (one, or a benchmark's entries) that scored nothing or failed more than
+    ``rate`` of their samples."""
+    return [r for r in _entries(results) if r.exceeds_failure_rate(rate)]
+
+
+def scored_line(results: Any) -> str:
+    """``scored N of M samples (K failed)`` over a run or every entry of a benchmark."""
+    entries = _entries(results)
+    n = sum(int(r.summary.get("n_samples", 0)) for r in entries)
+    failed = sum(int(r.summary.get("n_failed", 0)) for r in entries)
+    return f"scored {n - failed} of {n} samples ({failed} failed)"
+
+
 def run(overrides: Sequence[str] = (), *, run_dir: str | Path | None = None) -> Any:
     """Python API: compose the config with ``overrides`` and run it.
 
     ``run_dir`` defaults to ``<output_dir>/<date>/<time>_<task>_<dataset>``. Returns what
-    :func:`run_config` returns; the directory is ``results.run_dir``.
+    :func:`run_config` returns; the directory is ``results.run_dir``. A run (or benchmark entry)
+    that scored no sample, or failed more than ``max_failure_rate`` of them, raises
+    :class:`~medimg_bench.engine.results.EvaluationFailed` after its directory is written (the
+    CLI exits 3 there); the exception's ``results`` holds it.
     """
     cfg = compose_config(overrides)
+    rate = max_failure_rate(cfg)
+    results = _run_composed(cfg, overrides, run_dir)
+    failed = failed_entries(results, rate)
+    if failed:
+        from medimg_bench.engine.results import EvaluationFailed
+
+        raise EvaluationFailed(failed[0], rate)
+    return results
+
+
+def _run_composed(cfg: Any, overrides: Sequence[str], run_dir: str | Path | None) -> Any:
     if run_dir is None and cfg.get("resume"):
         run_dir = cfg.resume
     if run_dir is None:

@@ -71,7 +71,7 @@ def test_a_part_reads_back_bit_for_bit(tmp_path):
     ck.save(done=[f"s{i}" for i in range(64)], records=Records(), failures=[], metrics=metrics, elapsed_s=0.0)
     saved = Checkpoint(tmp_path / "c", key=KEY).load()["metrics"]
     for name, m in metrics.items():
-        for s in m._reductions:
+        for s in m.state_reductions:
             value, back = getattr(m, s), saved[name][s]
             if isinstance(value, list):
                 assert len(back) == len(value)

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, jaccard_score, precision_recall_fscore_support
 
-from medimg_bench.metrics.base import _merge_states
 from medimg_bench.metrics.video import (
     PHASE_SUMMARY_NAMES,
     PhaseMetricsState,
@@ -170,5 +169,6 @@ def test_stateful_phase_metrics():
     # a distributed gather with a duplicated video counts it once
     r0 = {"ids": ["v1", "v2"], "confusions": m.confusions[:2], "edits": m.edits[:2]}
     r1 = {"ids": ["v3", "v1"], "confusions": [m.confusions[2], m.confusions[0]], "edits": [m.edits[2], m.edits[0]]}
-    merged = _merge_states([r0, r1], m._reductions)
-    assert merged["ids"] == ["v1", "v2", "v3"] and len(merged["confusions"]) == 3
+    m.load_state(r0)
+    m.merge_state([r1])
+    assert m.ids == ["v1", "v2", "v3"] and len(m.confusions) == 3

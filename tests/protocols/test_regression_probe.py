@@ -20,6 +20,7 @@ def _fold_arrays(inp: dict, samples: list[str]) -> tuple[np.ndarray, np.ndarray]
     return x, y
 
 
+@pytest.mark.fixture_compare
 @pytest.mark.parametrize("setting,pca_dim", [("pca8", 8), ("none", None)])
 def test_equals_hest_benchmark(setting, pca_dim):
     z = np.load(FIXTURE)

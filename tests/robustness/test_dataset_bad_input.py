@@ -182,6 +182,8 @@ EXCUSED = {
                   "(test_pathology_camelyon16)",
     "hest1k": "HDF5 patch arrays and .h5ad per ST sample, read when the dataset is built; a corrupt file fails "
               "then naming it (test_pathology_hest1k)",
+    "phase_eval_files": "labels only, no per-sample image files; the text files are read when the dataset is "
+                        "built and a bad line fails then naming file and line (test_phase_eval_files)",
 }
 # same readers as a covered loader of the family (PNG/JPEG/DICOM through io.read_image, NIfTI
 # through read_volume, frames/videos through the video readers): listed so the check below is

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.base import PathManifestDataset
+from medimg_bench.sample import pixels_wanted
 
 __all__ = ["CXRDataset"]
 
@@ -91,12 +92,15 @@ class CXRDataset(PathManifestDataset):
         from medimg_bench.datasets.cxr.pixels import decode_siim_rle, load_cxr_image
 
         path = self.resolve(row["path"])
-        image, imeta = load_cxr_image(
-            path,
-            normalize=self.normalize,
-            channels=self.channels,
-            invert_monochrome1=self.invert_monochrome1,
-        )
+        if self.pixels or self.rle_column is not None:  # an RLE mask takes its size from the image
+            image, imeta = load_cxr_image(
+                path,
+                normalize=self.normalize,
+                channels=self.channels,
+                invert_monochrome1=self.invert_monochrome1,
+            )
+        else:  # the model reads no pixel (stored predictions): labels and meta only
+            image, imeta = None, {"path": str(path)}
         meta = {k: v for k, v in imeta.items() if k in ("view", "sex", "age")}  # header fallback
         meta.update(self.meta_for(row))
         meta.update({k: v for k, v in imeta.items() if k not in ("view", "sex", "age")})
@@ -104,7 +108,9 @@ class CXRDataset(PathManifestDataset):
         for col in self.meta_columns:
             if col in row:
                 meta[col] = row[col]
-        sample: dict[str, Any] = {"id": str(row["id"]), "image": image, "meta": meta}
+        sample: dict[str, Any] = {"id": str(row["id"]), "meta": meta}
+        if image is not None:
+            sample["image"] = image
         if self.multilabel:
             sample["label"] = torch.tensor(
                 [float(row[c]) for c in self.classes or []], dtype=torch.float32
@@ -205,9 +211,11 @@ def _attach_paths(
     expected: str = "{}",
 ) -> pd.DataFrame:
     """Add a ``path`` column by looking ``manifest[key]`` up in ``files``; a row whose image is
-    not found raises, is skipped, or (``lazy``) gets ``expected.format(key)`` so that reading it
+    not found raises, is skipped, or (``lazy``, and whenever the model reads no pixel:
+    :func:`~medimg_bench.sample.without_pixels`) gets ``expected.format(key)`` so that reading it
     names the file that should be there."""
     _check_on_missing(on_missing, name)
+    on_missing = on_missing if pixels_wanted() else "lazy"
     manifest = manifest.copy()
     keys = manifest[key].astype(str)
     found = keys.map(files)
@@ -232,7 +240,7 @@ def _check_paths(
     manifest: pd.DataFrame, root: Path, on_missing: str, name: str, where: str
 ) -> pd.DataFrame:
     _check_on_missing(on_missing, name)
-    if on_missing == "lazy" or manifest.empty:
+    if on_missing == "lazy" or manifest.empty or not pixels_wanted():  # no pixel read: none checked
         return manifest
     exists = np.fromiter(
         (os.path.exists(root / p) if isinstance(p, str) else False for p in manifest["path"]),

@@ -78,6 +78,7 @@ def csv_dataset(
     columns = (image_column, id_column, patient_column, view_column)
     man = _base_manifest(df, columns, meta_columns)
     dropped: dict[str, int] = {}
+    listed = man[["id", "path"]]
     if len(labels) == 1:
         df, man, cls, dropped = _single_label(
             df, man, labels[0], classes, path=path, on_missing_label=on_missing_label
@@ -96,6 +97,8 @@ def csv_dataset(
         meta_columns=tuple(meta_columns),
     )
     ds.dropped = dropped
+    for sid, p in listed.loc[listed.index.difference(man.index)].itertuples(index=False):  # accounted for
+        ds.exclude(sid, file=p, reason=f"blank label in {labels[0]!r} (on_missing_label=skip)")
     return ds
 
 

@@ -128,8 +128,6 @@ class ReportDataset(ManifestDataset):
         super().__init__(manifest, root=root, path_columns=cols, transform=transform, name=name)
         self.multi_view = multi_view
         self.meta_columns = meta_columns
-        #: skip the images (a run scoring stored reports needs none; set by model=predictions)
-        self.text_only = False
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         from medimg_bench.datasets.vqa import decode_image
@@ -141,7 +139,7 @@ class ReportDataset(ManifestDataset):
                 meta[col] = value
         sample: dict[str, Any] = {"id": str(row["id"]), "report": str(row["report"])}
         value = row.get("image_path")
-        if not self.text_only and (isinstance(value, str) or (isinstance(value, list) and value)):
+        if self.pixels and (isinstance(value, str) or (isinstance(value, list) and value)):
             paths = [str(self.resolve(p)) for p in (value if isinstance(value, list) else [value])]
             images = [decode_image(p) for p in paths]
             sample["image"] = images if self.multi_view else images[0]

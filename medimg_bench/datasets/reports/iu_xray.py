@@ -90,7 +90,7 @@ def _iu_r2gen(root: Path, split: str, image_dir: str, views: str) -> pd.DataFram
     import json
 
     path = root / "annotation.json"
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         data = json.load(fh)
     key = {"validate": "val", "validation": "val"}.get(split, split)
     if key not in data:

@@ -153,15 +153,12 @@ class VideoFrameDataset(ManifestDataset):
             manifest, root=root, path_columns=cols, classes=classes, transform=transform, name=name
         )
         self.tool_classes = list(tool_classes) if tool_classes is not None else None
-        #: skip decoding (a run scoring stored per-frame predictions needs labels and frame
-        #: positions only; set by model=predictions): ``image`` is then a 3×1×1 zero tensor
-        self.labels_only = False
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         clip = bool(row.get("clip", False))
         indices = list(row["frame_index"]) if clip else [int(row["frame_index"])]
         video_path = row.get("video_path")
-        if self.labels_only:
+        if not self.pixels:  # stored per-frame predictions: labels and positions only, 3×1×1 zeros
             frames = np.zeros((len(indices), 1, 1, 3), dtype=np.uint8)
             where = str(self.resolve(video_path)) if isinstance(video_path, str) and video_path else ""
         elif isinstance(video_path, str) and video_path:

@@ -55,7 +55,12 @@ class VQADataset(ManifestDataset):
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         sid = str(row["id"])
         paths: list[str] | None = None
-        if self.blob_reader is not None:
+        images: list[Any] | None = None
+        if not self.pixels:  # the model reads no pixel (stored answers): question and answer only
+            value = row.get("image_path")
+            if isinstance(value, (str, list)) and value:
+                paths = [str(self.resolve(p)) for p in (value if isinstance(value, list) else [value])]
+        elif self.blob_reader is not None:
             images, paths = [], []
             for data, where in self.blob_reader(row):
                 try:
@@ -76,15 +81,17 @@ class VQADataset(ManifestDataset):
             meta["path"] = paths if self.multi_image else paths[0]
         options = row.get("options")
         answer = row.get("answer")
-        return {
+        sample = {
             "id": sid,
-            "image": images if self.multi_image else images[0],
             "question": str(row["question"]),
             "options": list(options) if isinstance(options, list | tuple) else None,
             "answer": None if answer is None or (isinstance(answer, float) and pd.isna(answer)) else str(answer),
             "answer_type": str(row["answer_type"]),
             "meta": meta,
         }
+        if images is not None:
+            sample["image"] = images if self.multi_image else images[0]
+        return sample
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ __all__ = ["cxreasonbench"]
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cxreasonbench: cannot read {str(path)!r}: {exc}") from exc
 

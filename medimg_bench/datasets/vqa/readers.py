@@ -82,7 +82,7 @@ def _load_json(path: Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist")
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{str(path)!r} is not valid JSON: {exc}") from exc
@@ -92,7 +92,7 @@ def _json_list(path: Path, name: str, what: str) -> list[Any]:
     """The JSON list in ``path``; raises naming the loader and file when it cannot be read or
     holds something else (``what`` says what the list should hold)."""
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        items = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{name}: cannot read {str(path)!r}: {exc}") from exc
     if not isinstance(items, list):
@@ -114,7 +114,7 @@ def _load_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist")
     out = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
