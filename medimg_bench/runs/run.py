@@ -309,6 +309,11 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
             results.summary["training"] = {k: train_info[k] for k in (
                 "steps", "steps_asked", "epochs", "epochs_asked", "seconds", "cut", "max_seconds") if k in train_info}
     results.manifest["world_size"] = world()[1]
+    from medimg_bench.runs.slurm import job_record
+
+    job = job_record()  # a Slurm / submitit job: its id and log files (the sweep table shows them)
+    if job is not None:
+        results.manifest["job"] = job
     if not is_main_process():  # under torchrun every rank holds the gathered results; one writes
         return
     from medimg_bench.engine.checkpoint import remove_checkpoint
