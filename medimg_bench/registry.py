@@ -4,6 +4,10 @@ Modelled on timm: a decorator registers a factory under a name, ``create(name, *
 builds it and ``list()`` shows what exists. Entries live in the modules of a package; the
 registry imports those modules the first time it is asked for a name, so adding a component is
 one new module (plus its Hydra config) and ``import medimg_bench`` stays light.
+
+Registering a factory also makes it record its declared parameters on what it builds, however it
+is called (:func:`medimg_bench.identity.declaring`): that record is the component's identity
+(``neutral={name: reason}`` names the parameters that decide no value).
 """
 
 from __future__ import annotations
@@ -63,12 +67,9 @@ class Registry:
             first lookup (``None``: entries only come from explicit registration).
     """
 
-    def __init__(self, kind: str, package: str | None = None, *, stamp_options: bool = False) -> None:
+    def __init__(self, kind: str, package: str | None = None) -> None:
         self.kind = kind
         self.package = package
-        # datasets: ``create`` records the options on the object (``_registry_call``), because
-        # every option that decides the samples is part of the dataset's fingerprint
-        self.stamp_options = stamp_options
         self._entries: dict[str, RegistryEntry] = {}
         self._discovered = package is None
         self._lock = threading.RLock()
@@ -80,21 +81,27 @@ class Registry:
         *,
         tags: tuple[str, ...] | list[str] = (),
         overwrite: bool = False,
+        neutral: dict[str, str] | None = None,
         **defaults: Any,
     ) -> Callable[..., Any]:
         """Decorator registering a factory (a class or function) under ``name``.
 
         Usable bare (``@reg.register``) or called (``@reg.register("name", tags=[...])``).
         Keyword ``defaults`` are passed to the factory unless ``create`` overrides them, which
-        lets one class be registered several times under different names.
+        lets one class be registered several times under different names. The factory records
+        its declared parameters on what it builds (a function is returned wrapped, a class gets
+        its ``__init__`` wrapped); ``neutral``: ``{parameter: reason}`` of a function factory's
+        parameters that decide no value (a class says so in ``NEUTRAL_PARAMS``).
         """
+        from medimg_bench.identity import declaring
 
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
             entry_name = name if isinstance(name, str) else factory.__name__
+            factory = declaring(factory, neutral=neutral)
             with self._lock:
                 if entry_name in self._entries and not overwrite:
                     old = self._entries[entry_name]
-                    if old.factory is not factory or old.defaults != defaults:
+                    if _unwrapped(old.factory) is not _unwrapped(factory) or old.defaults != defaults:
                         raise ValueError(
                             f"{self.kind} {entry_name!r} is already registered by {old.module}; "
                             "pass overwrite=True to replace it"
@@ -148,12 +155,7 @@ class Registry:
         """Build the entry ``name`` with its registered defaults updated by ``kwargs``."""
         entry = self.entry(name)
         kwargs = {**entry.defaults, **kwargs}
-        obj = entry.factory(**kwargs)
-        if self.stamp_options and hasattr(obj, "__dict__"):
-            from medimg_bench._hashing import describe_call
-
-            obj.__dict__["_registry_call"] = {"name": name, "options": describe_call(entry.factory, (), kwargs)}
-        return obj
+        return entry.factory(**kwargs)
 
     def list(self, pattern: str | None = None, *, tag: str | None = None) -> list[str]:
         """Sorted names, optionally filtered by a glob ``pattern`` and a ``tag``."""
@@ -177,7 +179,11 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True)
+def _unwrapped(factory: Callable[..., Any]) -> Callable[..., Any]:
+    return getattr(factory, "__wrapped__", factory) if getattr(factory, "__declared__", False) else factory
+
+
+DATASETS = Registry("dataset", "medimg_bench.datasets")
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")
