@@ -26,6 +26,7 @@ _LAZY = {
     "register_task": "medimg_bench.registry",
     "evaluate": "medimg_bench.engine.runner",
     "Results": "medimg_bench.engine.results",
+    "EvaluationFailed": "medimg_bench.engine.results",
     "collate": "medimg_bench.sample",
 }
 _SUBMODULES = {"datasets", "models", "metrics", "engine", "tasks", "registry", "sample", "cli"}

@@ -57,11 +57,21 @@ def _hydra_run(argv: Sequence[str]) -> int:
         print(f"medimg-bench run: {error}", file=sys.stderr)
         return 2
 
-    verdicts: list[str] = []
-    errors: list[BaseException] = []
-
+    pending: list[BaseException] = []  # errors of in-process jobs, raised once Hydra returns
+    sweeps: list[str] = []  # the multirun folder of a -m run
     def task_function(cfg: DictConfig) -> None:
+        try:
+            _task(cfg)
+        except Exception as exc:
+            hc = HydraConfig.get()
+            if str(hc.mode).endswith("MULTIRUN") and "BasicLauncher" not in str(hc.launcher.get("_target_", "")):
+                raise  # a job on another machine: its launcher reports it
+            pending.append(exc)  # raised by _call_hydra without Hydra's extra lines
+
+    def _task(cfg: DictConfig) -> None:
         hc = HydraConfig.get()
+        if str(hc.mode).endswith("MULTIRUN") and hc.sweep.dir:
+            sweeps.append(str(hc.sweep.dir))
         out_dir = Path(hc.runtime.output_dir)
         _redact_hydra_files(cfg, hc, out_dir)  # before anything else reads them
         run_dir = cfg.get("resume") or str(out_dir)
@@ -69,31 +79,86 @@ def _hydra_run(argv: Sequence[str]) -> int:
             rate = _max_failure_rate(cfg)
             with console_to_log():  # the summary table also in cli.log
                 results = run_config(cfg, run_dir, parent_overrides=list(hc.overrides.task))
-        except BaseException as exc:
-            errors.append(exc)
+        except BaseException:
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # a failed run leaves no folder
             raise
         from medimg_bench.engine.distributed import is_main_process
 
         if str(Path(run_dir).resolve()) != str(out_dir.resolve()) or not is_main_process():
             _remove_if_empty(out_dir, stop=cfg.get("output_dir"))  # resumed elsewhere, or rank > 0
+        verdict = _failure_verdict(results, rate)
         if is_main_process():
             print(f"run directory: {run_dir}", flush=True)
-        verdict = _failure_verdict(results, rate)
+            if not verdict:  # the console's last line: how many samples were scored
+                from medimg_bench.runs.run import scored_line
+
+                print(scored_line(results), flush=True)
         if verdict:  # written and shown; the exit code tells a pipeline the run is not a success
-            verdicts.append(verdict)
             raise _failed_samples_error()(verdict)
 
     saved = sys.argv
     sys.argv = ["medimg-bench", *argv]
     try:
-        hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")(task_function)()
-    except SystemExit as exc:  # hydra exits 1 on an exception in the task function
-        code = int(exc.code or 0) if isinstance(exc.code, int) else 1
-        return EXIT_FAILED_SAMPLES if code == 1 and verdicts and not errors else code
+        return _call_hydra(hydra.main(config_path=str(config_dir()), config_name="config",
+                                      version_base="1.3")(task_function), pending)
     finally:
         sys.argv = saved
+        for folder in dict.fromkeys(sweeps):  # a sweep's runs are one table away
+            print(f"multirun folder: {folder}\n  one table of its runs: medimg-bench sweep {folder}", flush=True)
+
+
+#: errors a user causes and can fix from the message alone (a missing data root or API key, a bad
+#: ``resume=`` path, an option out of range, a launcher that cannot submit): one line on stderr
+_USER_ERRORS = (OSError, ValueError, ImportError)
+_USER_ERROR_NAMES = {"EvaluationFailed", "FailedSamples", "FailedJobError", "MissingConfigException",
+                     "ConfigCompositionException", "OverrideParseException", "HydraException"}
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    names = {t.__name__ for t in type(exc).__mro__}
+    return isinstance(exc, _USER_ERRORS) or bool(names & _USER_ERROR_NAMES)
+
+
+def _call_hydra(main_fn: Any, pending: list[BaseException]) -> int:
+    """Run a ``hydra.main`` function and return the exit code. Hydra is asked to raise (it
+    prints a trace otherwise); a user error is then one line on stderr — the full trace only
+    when the user set ``HYDRA_FULL_ERROR=1`` —, a too-failed run exits 3, a bug prints its trace."""
+    import os
+    import traceback
+
+    user_full = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main_fn()
+        for exc in pending[1:]:  # more failed jobs of a sweep: one line each, the first raised
+            print(f"medimg-bench run: {_one_line(exc)}", file=sys.stderr, flush=True)
+        if pending:
+            raise pending[0]
+    except SystemExit as exc:  # argparse / --help / hydra's own exits
+        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+    except Exception as exc:
+        if user_full:
+            raise
+        failed = type(exc).__name__ == "FailedSamples"
+        if failed or _is_user_error(exc):
+            message = str(exc) if failed else f"medimg-bench run: {_one_line(exc)}"
+            print(message, file=sys.stderr, flush=True)
+        else:  # not the user's doing: the trace is what a bug report needs
+            traceback.print_exception(exc)
+        return EXIT_FAILED_SAMPLES if failed else 1
+    finally:
+        if user_full is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = user_full
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (its kind first when the message does not say it)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, (ValueError, OSError)) or "Exception" in type(exc).__name__ \
+        else f"{type(exc).__name__}: {text}"
 
 
 def _failed_samples_error() -> type[Exception]:
@@ -109,27 +174,22 @@ def _failed_samples_error() -> type[Exception]:
 
 
 def _max_failure_rate(cfg: Any) -> float:
-    """``max_failure_rate`` of the config (a fraction in [0, 1]; 1.0 when absent)."""
-    value = cfg.get("max_failure_rate", 1.0)
-    try:
-        rate = float(1.0 if value is None else value)
-    except (TypeError, ValueError):
-        rate = float("nan")
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"max_failure_rate={value!r}: expected a fraction between 0 and 1 "
-                         "(e.g. 0.05; 1.0 fails only a run that scored no sample)")
-    return rate
+    from medimg_bench.runs.run import max_failure_rate
+
+    return max_failure_rate(cfg)
 
 
 def _failure_verdict(results: Any, rate: float) -> str | None:
-    """Why a run (or each entry of a benchmark) failed too many samples, or None."""
-    entries = results.values() if isinstance(results, dict) else [results]
-    reports = [r.failure_report(rate) for r in entries if hasattr(r, "failure_report")]
-    reports = [r for r in reports if r]
+    """Why a run (or each entry of a benchmark) failed too many samples, or None; its last line
+    says how many samples were scored of how many."""
+    from medimg_bench.runs.run import failed_entries, scored_line
+
+    reports = [r.failure_report(rate) for r in failed_entries(results, rate)]
     if not reports:
         return None
     return ("medimg-bench run: the run directory is written, but\n" + "\n".join(reports)
-            + f"\n(exit {EXIT_FAILED_SAMPLES}; max_failure_rate=1.0 fails only a run that scored no sample)")
+            + f"\n(exit {EXIT_FAILED_SAMPLES}; max_failure_rate=1.0 fails only a run that scored no sample)"
+            + f"\n{scored_line(results)}: the run FAILED")
 
 
 def _is_hydra_only(path: Path) -> bool:
@@ -184,6 +244,10 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
     launcher = [a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")]
     if not launcher or launcher[-1] not in ("slurm", "local"):
         return None
+    if launcher[-1] == "slurm" and ("-m" in argv or "--multirun" in argv):
+        missing = _slurm_missing()
+        if missing:
+            return missing
     fixed = [a for a in argv if "=" in a and "," not in a.split("=", 1)[1] and not a.startswith("-")
              and (a.startswith(("hydra/launcher=", "hydra.launcher.", "device=", "+device=")))]
     try:
@@ -213,6 +277,21 @@ def _check_launcher(argv: Sequence[str]) -> str | None:
         if value is not None and int(value) < 1:
             problems.append(f"hydra.launcher.{key}={value} must be at least 1")
     return "; ".join(problems) if problems else None
+
+
+def _slurm_missing() -> str | None:
+    """Why ``hydra/launcher=slurm`` cannot submit from here (no submitit launcher installed, no
+    ``sbatch`` on PATH), or None."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        return ('hydra/launcher=slurm needs the submitit launcher: pip install "medimg-bench[slurm]"')
+    if shutil.which("sbatch") is None:
+        return ("SLURM is not available here: no `sbatch` on PATH (hydra/launcher=slurm submits "
+                "through it); run from the cluster's login node, or leave hydra/launcher=slurm out "
+                "to run on this machine")
+    return None
 
 
 def _list(what: str) -> int:

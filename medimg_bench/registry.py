@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import os
 import pkgutil
 import threading
 from collections.abc import Callable
@@ -43,6 +44,19 @@ __all__ = [
 ]
 
 
+def absolute_root(value: Any) -> Any:
+    """A data location relative to the working directory, made absolute (``~`` expanded); its
+    type is kept (``str`` or ``Path``). URLs (``hf://…``, ``s3://…``), absolute paths, ``None``
+    and non-paths come back as they are."""
+    if not isinstance(value, (str, os.PathLike)):
+        return value
+    text = os.fspath(value)
+    if not text or "://" in text:
+        return value
+    path = os.path.abspath(os.path.expanduser(text))
+    return path if isinstance(value, str) else type(value)(path)
+
+
 @dataclass(frozen=True)
 class RegistryEntry:
     """A registered factory and what is known about it without calling it."""
@@ -67,9 +81,15 @@ class Registry:
             first lookup (``None``: entries only come from explicit registration).
     """
 
-    def __init__(self, kind: str, package: str | None = None) -> None:
+    def __init__(
+        self, kind: str, package: str | None = None, *,
+        prepare: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
+    ) -> None:
         self.kind = kind
         self.package = package
+        # datasets: relative roots made absolute and ``root=hf://…`` a local snapshot folder
+        # before the factory sees them; returns (options, attributes to set on the object)
+        self.prepare = prepare
         self._entries: dict[str, RegistryEntry] = {}
         self._discovered = package is None
         self._lock = threading.RLock()
@@ -155,7 +175,13 @@ class Registry:
         """Build the entry ``name`` with its registered defaults updated by ``kwargs``."""
         entry = self.entry(name)
         kwargs = {**entry.defaults, **kwargs}
-        return entry.factory(**kwargs)
+        attrs: dict[str, Any] = {}
+        if self.prepare is not None:
+            kwargs, attrs = self.prepare(kwargs)
+        obj = entry.factory(**kwargs)
+        if attrs and hasattr(obj, "__dict__"):
+            obj.__dict__.update(attrs)
+        return obj
 
     def list(self, pattern: str | None = None, *, tag: str | None = None) -> list[str]:
         """Sorted names, optionally filtered by a glob ``pattern`` and a ``tag``."""
@@ -183,7 +209,24 @@ def _unwrapped(factory: Callable[..., Any]) -> Callable[..., Any]:
     return getattr(factory, "__wrapped__", factory) if getattr(factory, "__declared__", False) else factory
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets")
+def _dataset_roots(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A dataset's locations, resolved once before any loader joins them with the paths it
+    lists: ``root`` (and ``*_root``) relative to the working directory made absolute, and
+    ``root=hf://OWNER/NAME@REVISION[/folder]`` the dataset repository's snapshot in the Hugging
+    Face cache, with ``hub_source`` (id, revision, commit, SHA-256 of every file:
+    :meth:`medimg_bench.hub.HubSnapshot.record`) for the dataset's identity and the run's
+    manifest."""
+    kwargs = {k: absolute_root(v) if k == "root" or k.endswith("_root") else v for k, v in kwargs.items()}
+    root = kwargs.get("root")
+    if not (isinstance(root, str) and root.startswith("hf://")):
+        return kwargs, {}
+    from medimg_bench.hub import resolve_dataset_root
+
+    local, snap, sub = resolve_dataset_root(root)
+    return {**kwargs, "root": str(local)}, {"hub_source": {**snap.record(), "folder": sub, "root": root}}
+
+
+DATASETS = Registry("dataset", "medimg_bench.datasets", prepare=_dataset_roots)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")

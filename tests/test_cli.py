@@ -99,3 +99,39 @@ def test_datasets_check_exit_codes(tmp_path):
     bad = _cli(tmp_path, "datasets", "check", "synthetic_cxr", f"root={ds.root}", "options.n=8", "options.size=16")
     assert bad.returncode == 1 and ds.manifest["image"][0] in bad.stdout
     assert _cli(tmp_path, "datasets", "check", "no_such_dataset").returncode == 2
+
+
+def _user_error_cases(tmp_path: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
+    """name -> (arguments, environment changes, the message's telling part)."""
+    no_sbatch = tmp_path / "bin"
+    no_sbatch.mkdir(exist_ok=True)
+    return {
+        "missing data root": (["run", "task=segmentation", "dataset=covid_semiseg", "metrics=segmentation",
+                               "model=monai_unet", f"dataset.root={tmp_path}/no_such_folder"], {},
+                              "does not exist"),
+        "missing API key": (["run", "task=vqa", "dataset=synthetic_vqa", "scoring=medimg_bench", "model=openai_vlm",
+                             "model.options.model=m", "model.options.base_url=https://api.example.invalid/v1",
+                             "model.options.api_key_env=MB_UNSET_KEY_VAR"], {},
+                            "the API key environment variable MB_UNSET_KEY_VAR is not set"),
+        "bad resume path": (["run", f"resume={tmp_path}/never_ran"], {}, "nothing to resume there"),
+        "SLURM not available": (["run", "-m", "hydra/launcher=slurm", "seed=0,1"], {"PATH": str(no_sbatch)},
+                                "SLURM is not available here"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing data root", "missing API key", "bad resume path", "SLURM not available"])
+def test_user_errors_are_one_line_on_stderr(tmp_path, monkeypatch, case):
+    args, env, says = _user_error_cases(tmp_path)[case]
+    monkeypatch.delenv("MB_UNSET_KEY_VAR", raising=False)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    out = _cli(tmp_path, *args, f"output_dir={tmp_path}/runs")
+    assert out.returncode in (1, 2), out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("medimg-bench run: ") and says in lines[0], out.stderr
+    assert "Traceback" not in out.stderr and "HYDRA_FULL_ERROR" not in out.stderr
+    if case == "missing data root":  # the whole trace when asked for
+        monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+        full = _cli(tmp_path, *args, f"output_dir={tmp_path}/runs")
+        assert full.returncode == 1 and "Traceback" in full.stderr and says in full.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -265,24 +266,82 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
     for r in rows:
         if departures and r["verdict"] in ("reproduced", "not reproduced"):
             r["verdict"] = "recipe changed"
+    counts = _sample_counts(run_dir, runs, rows)
+    failed = _withhold_failed(rows, counts, _failure_rate(ovs))
     judged = [r for r in rows if r["verdict"] in ("reproduced", "not reproduced")]
     out = {"card": name, "params": params, "run_dir": str(run_dir), "rows": rows,
            "source": card["source"], "departures": departures, "data_files": files,
            "seeds": None if seeds is None else list(seeds),
            "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
-           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None}
+           "samples": counts, "failed_runs": failed,
+           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None,
+           "references": card.get("references") or []}  # other published numbers, never judged
     (run_dir / "reproduce.json").write_text(json.dumps(out, indent=2))
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
+    for ref in card.get("references") or []:
+        print(f"reference, not judged: {ref['name']} ({ref['note']})")
     if departures:
         print(describe(departures))
+    print(_scored_line(counts, failed), flush=True)
     return out
+
+
+#: the verdict of a cell whose run scored no sample, or failed more than max_failure_rate of them
+FAILED_SAMPLES = "failed samples: no verdict"
+
+
+def _failure_rate(ovs: Sequence[str]) -> float:
+    """``max_failure_rate`` of the card's composed config (1.0: only a run that scored nothing)."""
+    from medimg_bench.runs import compose_config
+    from medimg_bench.runs.run import max_failure_rate
+
+    return max_failure_rate(compose_config([o for o in ovs if o.startswith("max_failure_rate=")]))
+
+
+def _sample_counts(run_dir: Path, runs: Sequence[Mapping[str, Any]],
+                   rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Scored and failed samples of every run behind the rows: ``{label: {n_samples, n_failed}}``
+    (label: the variant, ``seed=<s>``, or ``run``)."""
+    summaries: dict[str, Any] = {}
+    for v in dict.fromkeys(r["variant"] for r in rows if r.get("variant")):
+        summaries[v] = json.loads((run_dir / v / "summary.json").read_text())
+    for r in runs:
+        summaries["run" if r.get("seed") is None else f"seed={r['seed']}"] = r["summary"]
+    return {k: {"n_samples": int(s.get("n_samples", 0)), "n_failed": int(s.get("n_failed", 0))}
+            for k, s in summaries.items()}
+
+
+def _withhold_failed(rows: list[dict[str, Any]], counts: Mapping[str, Mapping[str, int]], rate: float) -> list[str]:
+    """Replace the verdict of every cell whose run failed too many samples (a variant's own
+    cells; every cell when one seed's run failed, since the mean is over all seeds); returns
+    the failed runs' labels."""
+    failed = [k for k, c in counts.items()
+              if c["n_samples"] - c["n_failed"] <= 0 or c["n_failed"] > rate * c["n_samples"]]
+    for r in rows:
+        c = counts.get(r.get("variant") or "")
+        if (r.get("variant") in failed) or (not r.get("variant") and failed):
+            r["verdict"] = FAILED_SAMPLES
+        if c is not None:
+            r["scored"] = f"{c['n_samples'] - c['n_failed']} of {c['n_samples']}"
+    return failed
+
+
+def _scored_line(counts: Mapping[str, Mapping[str, int]], failed: Sequence[str]) -> str:
+    """The console's last line: samples scored of how many, and the runs that failed."""
+    n = sum(c["n_samples"] for c in counts.values())
+    bad = sum(c["n_failed"] for c in counts.values())
+    line = f"scored {n - bad} of {n} samples ({bad} failed) in {len(counts)} run(s)"
+    if failed:
+        line += f"; {len(failed)} run(s) failed ({', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}): no verdict for their cells"
+    return line
 
 
 def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
                   run_dir: Path) -> list[dict[str, Any]]:
     """Run each variant of the card (``variant=a,b`` in ``overrides`` picks some) into
     ``run_dir/<variant>``; returns the verdict rows of all, each with its ``variant``."""
+    from medimg_bench.registry import absolute_root
     from medimg_bench.runs import compose_config, run_config
 
     pick = [o.split("=", 1)[1] for o in overrides if o.startswith("variant=")]
@@ -296,7 +355,8 @@ def _run_variants(card: Mapping[str, Any], overrides: list[str], root: str,
     for v in card["variants"]:
         if v["name"] not in chosen:
             continue
-        ovs = overrides + [o.replace("{dataset.root}", root) for o in v.get("overrides", [])]
+        # the root as the dataset resolved it: relative to the working directory, made absolute once
+        ovs = overrides + [o.replace("{dataset.root}", str(absolute_root(root))) for o in v.get("overrides", [])]
         vdir = run_dir / v["name"]
         run_config(compose_config(ovs), vdir)
         summary = json.loads((vdir / "summary.json").read_text())
@@ -358,10 +418,10 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, seeds: list[int]) -> list[dict
 
 
 def _same_config(run_dir: Path, cfg: Mapping[str, Any]) -> None:
-    from medimg_bench.baselines.departures import NEUTRAL_KEYS, _flat
+    from medimg_bench.baselines.departures import NEUTRAL_KEYS, flat
 
     saved = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
-    a, b = _flat(saved), _flat(dict(cfg))
+    a, b = flat(saved), flat(dict(cfg))
     diffs = [f"{k}: saved {a.get(k)!r}, now {b.get(k)!r}" for k in sorted(set(a) | set(b))
              if a.get(k) != b.get(k) and not any(k == n or k.startswith(n + ".") for n in NEUTRAL_KEYS)
              and not k.startswith("hydra")]
@@ -423,7 +483,8 @@ def _list() -> str:
 def cli_main(argv: list[str]) -> int:
     """``medimg-bench reproduce CARD [key=value ...] [--run-dir DIR] [--seeds 0,1,2] | --list``;
     returns the exit code (0 reproduced, listed or measured without a verdict, 1 not
-    reproduced, 2 refused)."""
+    reproduced, 2 refused, 3 a run scored no sample or failed more than ``max_failure_rate``
+    of them: its cells get no verdict)."""
     ap = argparse.ArgumentParser(prog="medimg-bench reproduce")
     ap.add_argument("card", nargs="?")
     ap.add_argument("overrides", nargs="*")
@@ -450,6 +511,12 @@ def cli_main(argv: list[str]) -> int:
         print(f"written: {Path(out['run_dir']) / 'reproduce.json'}")
     if len(outs) > 1:
         print(_sweep_table(outs))
+    if any(o["failed_runs"] for o in outs):  # scored nothing (or too little): never a quiet 0
+        tag = (lambda i, k: f"{i}/{k}") if len(outs) > 1 else (lambda i, k: k)
+        counts = {tag(i, k): c for i, o in enumerate(outs) for k, c in o["samples"].items()}
+        failed = [tag(i, k) for i, o in enumerate(outs) for k in o["failed_runs"]]
+        print(f"{_scored_line(counts, failed)} (exit 3)", file=sys.stderr)
+        return 3
     return 1 if any(o["reproduced"] is False for o in outs) else 0
 
 

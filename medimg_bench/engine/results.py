@@ -34,7 +34,7 @@ from medimg_bench._secrets import (  # noqa: F401  (re-exported: their old home)
     secret_values,
 )
 
-__all__ = ["Records", "Results", "build_samples_table", "environment_info", "redact_secrets",
+__all__ = ["Records", "Results", "EvaluationFailed", "build_samples_table", "environment_info", "redact_secrets",
            "is_secret_key", "secret_values", "redact_files", "answer_counts"]
 
 _KEY_COLUMNS = ["id", "patient_id", "class", "status", "error"]
@@ -255,11 +255,11 @@ def environment_info() -> dict[str, Any]:
             "pid": os.getpid()}
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, np.generic):
@@ -316,19 +316,17 @@ class Results:
         if answers is not None:  # generative runs: how many answers the response cache served
             self.summary.update(answers)
             self.manifest.update(answers)
-        summary = redact_secrets(_jsonable(self.summary), known)
+        summary = redact_secrets(jsonable(self.summary), known)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
-        notes = getattr(self.task, "manifest_notes", None)
-        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
-            manifest.update(redact_secrets(notes()))
+        if self.task is not None:  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(self.task.manifest_notes()))
         if config is not None:
             manifest["config"] = config
-        manifest = redact_secrets(_jsonable(manifest), known)
+        manifest = redact_secrets(jsonable(manifest), known)
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        write_outputs = getattr(self.task, "write_outputs", None)
-        if callable(write_outputs):  # task-level files (vqa: submission.tsv, per_category.csv)
-            write_outputs(self, run_dir)
+        if self.task is not None:  # task-level files (vqa: submission.tsv, per_category.csv)
+            self.task.write_outputs(self, run_dir)
         if plots and self.task is not None:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
@@ -376,11 +374,27 @@ class Results:
                 lines.append(f"  ... and {failed - len(rows)} more (samples.parquet, status == 'failed')")
         return "\n".join(lines)
 
+    def scored_line(self) -> str:
+        """``scored N of M samples (K failed)``: the console's last line of every run."""
+        n, failed = int(self.summary.get("n_samples", 0)), int(self.summary.get("n_failed", 0))
+        return f"scored {n - failed} of {n} samples ({failed} failed)"
+
     def table(self) -> Any:
         """A rich Table of the summary (metric, class, value [CI])."""
         from medimg_bench.engine.report import summary_table
 
         return summary_table(self)
+
+
+class EvaluationFailed(RuntimeError):
+    """Raised by :func:`~medimg_bench.evaluate` (and the Python API's ``run``) when no sample was
+    scored, or more than ``max_failure_rate`` of them failed: a run that failed is never returned
+    as if it had succeeded. ``results`` holds everything the run computed (``results.failures``
+    lists the errors; ``results.save(dir)`` still writes it)."""
+
+    def __init__(self, results: Results, rate: float = 1.0) -> None:
+        self.results, self.rate = results, rate
+        super().__init__(f"{results.failure_report(rate) or results.name}\n{results.scored_line()}")
 
 
 def _clip(text: str, limit: int = 300) -> str:

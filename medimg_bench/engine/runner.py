@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from medimg_bench.engine.loader import (  # noqa: F401  (imported from here by tests)
-    _Failure,
-    _SafeDataset,
+    Failure,
+    SafeDataset,
     make_loader,
     sample_ids,
     split_collate,
@@ -41,13 +41,13 @@ from medimg_bench.engine.plan import (
     plan_samples,
     shard_of,
 )
-from medimg_bench.engine.results import Records, Results, build_samples_table
-from medimg_bench.engine.summary import summarize
+from medimg_bench.engine.results import EvaluationFailed, Records, Results, build_samples_table
+from medimg_bench.engine.summary import exclusion_summary, summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
 from medimg_bench.tasks.base import Task
 
-__all__ = ["evaluate", "run_evaluation", "EvalOptions", "resolve_device", "parse_shard", "shard_of",
+__all__ = ["evaluate", "EvaluationFailed", "run_evaluation", "EvalOptions", "resolve_device", "parse_shard", "shard_of",
            "model_fingerprint"]
 
 # the names these had when they lived here (benchmarks, merge and tests import them)
@@ -78,6 +78,7 @@ def evaluate(
     checkpoint_interval_s: float = 0.0,
     shard: str | Sequence[int] | None = None,
     retry_failed: bool = False,
+    max_failure_rate: float | None = 1.0,
 ) -> Results:
     """Run ``model`` over ``dataset`` once and score it.
 
@@ -104,6 +105,11 @@ def evaluate(
             down by, with gaps and the equity-scaled score (``summary["subgroups"]``).
         n_resamples, confidence, seed: bootstrap settings for the summary's intervals
             (clustered by ``patient_id``).
+        max_failure_rate: a fraction in [0, 1]. When no sample was scored, or more than this
+            share of them failed, :class:`EvaluationFailed` is raised, carrying the
+            :class:`Results` (``exc.results``) — the CLI exits 3 in the same case. ``1.0`` (the
+            default) fails only a run that scored nothing; ``None`` never raises (the caller
+            judges ``results.exceeds_failure_rate(rate)`` itself).
 
     The keywords after ``metrics`` are :class:`EvalOptions` fields; :func:`run_evaluation` takes
     the object itself. Returns :class:`Results` (per-sample table, summary, manifest); nothing is
@@ -117,8 +123,13 @@ def evaluate(
         subgroups=tuple(subgroups), checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         checkpoint_interval_s=checkpoint_interval_s, shard=shard, retry_failed=retry_failed,
     )
+    if max_failure_rate is not None and not 0.0 <= float(max_failure_rate) <= 1.0:
+        raise ValueError(f"max_failure_rate={max_failure_rate!r}: expected a fraction between 0 and 1")
     task_obj = create_task(task) if isinstance(task, str) else task
-    return run_evaluation(model, dataset, task_obj, build_metrics(task_obj, metrics, dataset), options)
+    results = run_evaluation(model, dataset, task_obj, build_metrics(task_obj, metrics, dataset), options)
+    if max_failure_rate is not None and results.exceeds_failure_rate(float(max_failure_rate)):
+        raise EvaluationFailed(results, float(max_failure_rate))
+    return results
 
 
 def build_metrics(
@@ -176,8 +187,13 @@ class _Run:
 def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metric], options: EvalOptions) -> Results:
     """:func:`evaluate` with its options in one object: the phases of the module docstring."""
     device = resolve_device(options.device)
+    if hasattr(task, "bind_dataset"):  # single- vs multi-label from the dataset unless set
+        task.bind_dataset(dataset)
+    _check_model_agrees(model, task, dataset)
     model.to(device)
     model.eval()
+    if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
         model.bind_dataset(dataset)
     clock = _Clock.begin()
@@ -217,6 +233,20 @@ def _loop_parts(run: _Run) -> tuple[BatchSteps, Any]:
     return steps, loader
 
 
+def _check_model_agrees(model: Any, task: Task, dataset: Any) -> None:
+    """A classifier whose scores are multi-label (sigmoid) on single-label data, or the reverse,
+    fails every sample at scoring: say so once, naming both, before anything runs."""
+    want, has = getattr(task, "multilabel", None), getattr(model, "multilabel", None)
+    if not isinstance(want, bool) or not isinstance(has, bool) or want == has:
+        return
+    if getattr(dataset, "multilabel", None) is None:
+        return  # the task's own setting, nothing the data says
+    kinds = {True: "multi-label (sigmoid scores)", False: "single-label (softmax scores)"}
+    name = getattr(dataset, "name", type(dataset).__name__)
+    raise ValueError(f"model {getattr(model, 'name', type(model).__name__)!r} gives {kinds[has]} but dataset "
+                     f"{name!r} is {kinds[want].split(' (')[0]}: create the model with multilabel={want}")
+
+
 def gather(state: RunState, metrics: Mapping[str, Metric], plan: SamplePlan, dataset: Any) -> None:
     """Bring every rank's records, failures and metric states together (under ``torchrun``)
     and put them in dataset order where that may have changed: several ranks, failures, a
@@ -235,7 +265,7 @@ def gather(state: RunState, metrics: Mapping[str, Metric], plan: SamplePlan, dat
     if plan.world_size > 1 or state.retried:  # results equal a single-process run exactly
         state.records = state.records.sorted_by(order)
         for metric in metrics.values():
-            _reorder_states(metric, order)
+            metric.reorder(order)
 
 
 def summarize_run(
@@ -246,6 +276,7 @@ def summarize_run(
     summary = summarize(metrics, samples, patients=patients, **options.bootstrap)
     if getattr(dataset, "dropped", None):  # rows the loader dropped on request, by reason
         summary["n_dropped"] = dict(dataset.dropped)
+    summary.update(exclusion_summary(dataset))  # items the layout lists that are not samples
     subgroup_map: dict[str, dict[str, str]] = {}
     if options.subgroups:
         from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
@@ -299,7 +330,12 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
+            # root=hf://…: repository, revision, commit and SHA-256 of every file (medimg_bench/hub.py)
+            "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
+            "exclusions": exclusion_summary(dataset)["exclusions"],  # a merge of shards keeps them
+            # the label file's release and digests where a loader reads one of several (nih_cxr14)
+            "label_release": getattr(dataset, "label_release", None),
         },
         "device": _device_name(run.device),
         "amp": options.amp,
@@ -321,30 +357,6 @@ def _manifest(run: _Run) -> dict[str, Any]:
         failed = {f["id"] for f in state.failures}
         manifest["retried"] = {"n": len(state.retried), "recovered": sum(sid not in failed for sid in state.retried)}
     return manifest
-
-
-def _reorder_states(metric: Metric, order: dict[str, int]) -> None:
-    """Sort a metric's per-sample ``cat`` states into dataset order (after a distributed sync)."""
-    ids = list(metric.ids)
-    perm = sorted(range(len(ids)), key=lambda i: order.get(ids[i], len(order)))
-    if perm == list(range(len(ids))):
-        return
-    index = torch.as_tensor(perm, dtype=torch.long)
-    for name, reduction in metric._reductions.items():
-        value = getattr(metric, name)
-        if reduction != "cat" or not value:
-            continue
-        if name == "ids" or (len(value) == len(ids) and not isinstance(value[0], torch.Tensor)):
-            setattr(metric, name, [value[i] for i in perm])
-            continue
-        try:
-            flat = torch.cat([v if v.ndim else v[None] for v in value])
-        except RuntimeError:  # per-sample tensors of different shapes
-            flat = None
-        if flat is not None and flat.shape[0] == len(ids):
-            setattr(metric, name, [flat[index.to(flat.device)]])
-        elif len(value) == len(ids):
-            setattr(metric, name, [value[i] for i in perm])
 
 
 def _patients(dataset: Any) -> dict[str, str]:

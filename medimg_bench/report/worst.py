@@ -15,7 +15,7 @@ from medimg_bench.report.images import class_color, error_map, overlay, png_byte
 from medimg_bench.report.inputs import input_images
 from medimg_bench.report.rundir import RunData, per_sample_columns
 
-__all__ = ["worst_section", "segmentation_worst", "classification_errors",
+__all__ = ["worst_section", "segmentation_worst", "classification_errors", "phase_worst",
            "THRESHOLD", "TABLE_ROWS"]
 
 #: decision threshold for multi-label classification errors (the metrics' default)
@@ -38,9 +38,38 @@ def worst_section(run: RunData, *, pictures: int = 8) -> str:
         return vqa_worst(run, pictures=pictures)
     if run.task == "report_generation" or {"generated", "reference"} <= cols:
         return report_worst(run, pictures=pictures)
+    if run.task == "phase_recognition" or {"video_id", "frame_index", "pred"} <= cols:
+        return phase_worst(run)
     if {"score", "label"} <= cols:
         return classification_errors(run, pictures=pictures)
     return ""
+
+
+# -- phase recognition ----------------------------------------------------------------------------
+def phase_worst(run: RunData) -> str:
+    """Videos worst first by frame accuracy (frames whose predicted phase is the reference's),
+    with their wrong frames; scores are not needed (stored labels have none)."""
+    s = run.samples
+    if not {"video_id", "frame_index", "label", "pred"} <= set(s.columns):
+        return note("No per-frame rows in samples.parquet.")
+    f = s[(s["status"] == "ok") & s["frame_index"].notna() & s["label"].notna() & s["pred"].notna()]
+    if f.empty:
+        return note("No scored frame in samples.parquet.")
+    f = f.assign(wrong=(f["label"] != f["pred"]))
+    v = f.groupby("video_id", sort=True).agg(frames=("wrong", "size"), wrong=("wrong", "sum"))
+    v["frame accuracy"] = 1.0 - v["wrong"] / v["frames"]
+    v = v.sort_values(["frame accuracy"], kind="stable")
+    rows = [[vid, int(r["frames"]), int(r["wrong"]), float(r["frame accuracy"])] for vid, r in v.head(TABLE_ROWS).iterrows()]
+    parts = [note("Frame accuracy per video: the share of its frames whose predicted phase is the reference "
+                  "phase; the challenge metrics per video are in the summary above."),
+             "<h3>Videos, worst first</h3>" + table(["video", "frames", "wrong frames", "frame accuracy"], rows)]
+    wrong = f[f["wrong"]].sort_values(["video_id", "frame_index"], kind="stable")
+    if not wrong.empty:
+        cols = [c for c in ("video_id", "frame_index", "timestamp", "label", "pred", "score") if c in wrong.columns]
+        body = [[None if isinstance(x, float) and math.isnan(x) else x for x in r]
+                for r in wrong[cols].head(TABLE_ROWS).itertuples(index=False)]
+        parts.append(f"<h3>Wrong frames (first {min(len(wrong), TABLE_ROWS)} of {len(wrong)})</h3>" + table(cols, body))
+    return "".join(parts)
 
 
 # -- segmentation ---------------------------------------------------------------------------------
@@ -142,6 +171,7 @@ def _errors(run: RunData) -> tuple[Any, str]:
     s = run.samples[(run.samples["status"] == "ok") & run.samples["label"].notna()].copy()
     opts = (run.config.get("task") or {}).get("options") or {}
     if opts.get("multilabel", True) is False:  # multi-class: the arg-max class is the prediction
+        s = s[s["score"].notna()]  # stored labels carry no score: no confidence to rank by
         idx = s.groupby("id", sort=False)["score"].idxmax()
         pred = s.loc[idx, ["id", "class", "score"]].rename(columns={"class": "predicted", "score": "confidence"})
         true = s[s["label"] == 1][["id", "class", "score"]].rename(columns={"class": "true class", "score": "p(true)"})

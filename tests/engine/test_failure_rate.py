@@ -1,5 +1,7 @@
-"""A run whose samples (nearly) all failed is not a success: the CLI exits non-zero, saying why,
-after writing the run directory; the Python API only reports it."""
+"""A run whose samples (nearly) all failed is not a success anywhere: the CLI exits non-zero,
+saying why, after writing the run directory; the Python API (``evaluate``, ``run``) raises
+``EvaluationFailed`` carrying the results; the console's last line says how many samples were
+scored of how many."""
 
 import json
 import os
@@ -76,6 +78,92 @@ def test_cli_exits_non_zero_when_no_sample_was_scored_and_keeps_the_run_director
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == EXIT_FAILED_SAMPLES, out.stderr
     assert f"no sample was scored ({len(ds)} of {len(ds)} failed)" in out.stderr
+    # the last line of the console says it: never a summary that looks like a success
+    assert out.stderr.strip().splitlines()[-1] == f"scored 0 of {len(ds)} samples ({len(ds)} failed): the run FAILED"
     assert f"{ds.sample_id(0)}: [load]" in out.stderr and "Traceback" not in out.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # nothing computed is lost
     assert summary["n_failed"] == len(ds)
+
+
+class _Broken:
+    """A model whose every prediction fails (a served model that answers nothing usable)."""
+
+    name = "broken"
+
+    def to(self, device):
+        return self
+
+    def eval(self):
+        return self
+
+    def predict(self, batch):
+        raise RuntimeError("the server answered 500")
+
+
+def test_api_evaluate_raises_when_no_sample_was_scored(tmp_path):
+    import medimg_bench as mb
+    from medimg_bench.datasets import create
+
+    ds = create("synthetic_cxr", cache_dir=tmp_path / "cxr", split="all", n=6, size=16)
+    with pytest.raises(mb.EvaluationFailed) as info:
+        mb.evaluate(_Broken(), ds, task="classification", progress=False, n_resamples=10)
+    res = info.value.results  # what the run computed is not lost
+    assert res.summary["n_failed"] == 6 and len(res.failures) == 6
+    assert "no sample was scored (6 of 6 failed)" in str(info.value)
+    assert "the server answered 500" in str(info.value)
+    assert str(info.value).splitlines()[-1] == "scored 0 of 6 samples (6 failed)"
+    # the caller who judges for themselves
+    quiet = mb.evaluate(_Broken(), ds, task="classification", progress=False, n_resamples=10, max_failure_rate=None)
+    assert quiet.exceeds_failure_rate() and quiet.scored_line() == "scored 0 of 6 samples (6 failed)"
+    with pytest.raises(ValueError, match="max_failure_rate"):
+        mb.evaluate(_Broken(), ds, task="classification", progress=False, max_failure_rate=2)
+
+
+def test_api_run_raises_after_writing_the_run_directory(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.engine.results import EvaluationFailed
+    from medimg_bench.runs import compose_config
+    from medimg_bench.runs.run import run
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    dcfg = OmegaConf.to_container(compose_config(TINY).dataset, resolve=True)
+    ds = build_dataset(dcfg, dcfg["split"])
+    for image in ds.manifest["image"][:3]:
+        ds.resolve(image).write_bytes(b"not a png")
+    overrides = [*TINY, "model.options.in_channels=1", "max_failure_rate=0.1"]
+    with pytest.raises(EvaluationFailed, match=f"3 of {len(ds)} samples failed") as info:
+        run(overrides, run_dir=tmp_path / "run")
+    assert info.value.results.summary["n_failed"] == 3
+    assert (tmp_path / "run" / "summary.json").is_file()
+    assert run([*overrides[:-1], "max_failure_rate=0.5"], run_dir=tmp_path / "run2").summary["n_failed"] == 3
+
+
+def test_sweep_marks_a_failed_run_and_exits_3(tmp_path, monkeypatch, capsys):
+    """A multirun whose job scored nothing: ``medimg-bench sweep`` still writes the table, marks
+    the job FAILED, ends with the scored count and exits 3."""
+    from omegaconf import OmegaConf
+
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.engine.results import EvaluationFailed
+    from medimg_bench.runs import compose_config
+    from medimg_bench.runs.run import run
+    from medimg_bench.runs.sweep import cli_main
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    sweep = tmp_path / "multirun"
+    good = run([*TINY, "report=false", "model.options.in_channels=1"], run_dir=sweep / "0")
+    dcfg = OmegaConf.to_container(compose_config(TINY).dataset, resolve=True)
+    ds = build_dataset(dcfg, dcfg["split"])
+    for image in ds.manifest["image"]:
+        ds.resolve(image).write_bytes(b"not a png")
+    with pytest.raises(EvaluationFailed):
+        run([*TINY, "report=false", "model.options.in_channels=1"], run_dir=sweep / "1")
+    capsys.readouterr()
+    assert cli_main([str(sweep)]) == 3
+    table = pd.read_parquet(sweep / "sweep.parquet").set_index("job")
+    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "FAILED"
+    n = good.summary["n_samples"]
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"scored {n} of {2 * n} samples ({n} failed) in 2 run(s); 1 run(s) FAILED") and err.endswith(": 1")

@@ -31,6 +31,7 @@ def _golden_threads():
     torch.set_num_threads(before)
 
 
+@pytest.mark.fixture_compare
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_same_seed_same_loss_curve_and_weights_as_before_the_recipe(name):
     want = GOLDEN["scenarios"][name]

@@ -123,7 +123,7 @@ def test_missing_frame_prediction_fails_that_frame_naming_it(tmp_path):
     ({"video": ["video41", "video41"], "frame": [0, 0], "phase": [1, 2]}, "two rows at frame 0"),
     ({"video": ["video41"], "frame": ["x"], "phase": [1]}, "row 2: frame is not a number"),
     ({"video": ["video41"], "frame": [0], "phase": ["Nope"]}, "row 2: phase 'Nope'"),
-    ({"video": ["video41"], "time": [0.0], "a": [0.5]}, "1 score columns"),
+    ({"video": ["video41"], "time": [0.0], "a": [0.5]}, r"score columns \[.a.\] are not classes"),
 ])
 def test_bad_prediction_tables_named(tmp_path, table, message):
     from medimg_bench.registry import create_model
@@ -226,3 +226,26 @@ def test_score_columns_matched_to_classes_by_name(tmp_path):
     model.bind_dataset(type("D", (), {"classes": names})())
     out = model.predict({"id": ["a"], "meta": [{"video_id": "video41", "frame_index": 25}]})
     assert int(torch.argmax(out["probs"][0])) == 2
+
+
+def test_run_page_of_stored_phase_labels(tmp_path, caplog):
+    """Stored per-frame labels have no scores (NaN): the run page is still written (it raised
+    "idxmax with skipna=True encountered all NA" on a real Cholec80 run), with the videos worst
+    first by frame accuracy and the frames predicted wrong."""
+    videos = cholec80_corpus(3, seed=8)
+    root = tmp_path / "cholec80"
+    _cholec80(root, videos)
+    rows = [{"video": f"video{n}", "frame": s * 25, "phase": CHOLEC80_PHASES[p]}
+            for n, (_, pred) in zip(range(41, 81), videos) for s, p in enumerate(pred)]
+    pd.DataFrame(rows).to_csv(tmp_path / "predictions.csv", index=False)
+    _run(tmp_path, ["dataset=cholec80", f"dataset.root={root}", "dataset.options.videos=[41,42,43]",
+                    "dataset.options.frame_template='none/{video}/{frame}.png'",
+                    "model=predictions", f"model.options.root={tmp_path / 'predictions.csv'}",
+                    "metrics=phase_cholec80"])
+    assert "report.html not written" not in caplog.text
+    page = (tmp_path / "run" / "report.html").read_text()
+    acc = {f"video{n}": float(np.mean(np.asarray(g) == np.asarray(p))) for n, (g, p) in zip(range(41, 81), videos)}
+    worst = min(acc, key=acc.get)
+    assert "Videos, worst first" in page
+    assert page.index(worst) < page.index(max(acc, key=acc.get))
+    assert f"{acc[worst]:.3f}" in page

@@ -20,12 +20,15 @@ every answer carries ``served_by`` — that entry plus the response's ``model`` 
 same (see ``cache.py``); ``verify_server=false`` serves cached answers unchecked (and leaves the
 server out of the fingerprint), for re-scoring with the server gone.
 
-The API key is read from the environment variable named by ``api_key_env`` (``null`` for local
-servers that need none). It is sent in the ``Authorization`` header and nowhere else: not in
+The API key is read from the environment variable named by ``api_key_env`` (``null`` for
+servers that need none; when the variable is unset and ``base_url`` is on this machine —
+localhost, 127.0.0.0/8, ::1 — no key is sent, as local vLLM / Ollama servers want; a 401 / 403
+answer then says a key is wanted). It is sent in the ``Authorization`` header and nowhere else: not in
 ``repr``, ``identity`` (hence not in manifests or cache keys), the cache, or log messages.
 Credentials in ``base_url`` (``http://user:pw@host/v1``) are used for the requests (HTTP basic
 auth) and shown everywhere else as ``http://***@host/v1``; secret-named keys of ``extra_body``
-are sent but appear as ``***`` in the identity.
+are sent but appear as ``***`` in the identity, and their values are redacted from every error
+message (a server that echoes the request body in a 401 included).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from medimg_bench.models.vlm.base import (
     settings_from_options,
     to_pil_rgb,
 )
+from medimg_bench.models.vlm.requests import is_blank
 from medimg_bench.registry import register_model
 
 __all__ = ["OpenAIVLMAdapter", "encode_image_data_url", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -62,6 +66,20 @@ log = logging.getLogger(__name__)
 
 _INLINE_PIXELS = 256 * 256  # below this many pixels per request, encode on the loop thread
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def _is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
 _ERROR_BODY_BYTES = 1 << 16  # what is kept of a non-200 body (for its message)
 # the fields of a /v1/models entry that say which weights answer (vLLM's ``created`` is the
@@ -113,7 +131,7 @@ def _content_text(message: Any) -> tuple[str | None, str | None]:
         return None, f"the answer is null (no content){extra}"
     if not isinstance(content, str):
         return None, f"content is a JSON {type(content).__name__}, not text: {json.dumps(content)[:120]}"
-    if not content.strip():
+    if is_blank(content):  # zero-width characters (U+200B) included
         return None, "the answer is empty"
     return content, None
 
@@ -216,7 +234,8 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         model: the model name the server knows (``model`` field of the request).
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is added).
         api_key_env: environment variable holding the key (``None`` or ``"none"``: send no key;
-            on the command line write ``model.options.api_key_env=none``).
+            on the command line write ``model.options.api_key_env=none``). Unset for a server on
+            this machine (loopback ``base_url``): no key is sent; unset for any other: an error.
         max_concurrency: requests in flight at once.
         max_retries: retries after the first attempt on 429/5xx/timeouts/connection errors.
         timeout: seconds one attempt may take in all.
@@ -300,7 +319,10 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         key = None
         if api_key_env:
             key = os.environ.get(api_key_env)
-            if not key:
+            if not key and _is_loopback(real):  # a server on this machine (vLLM, Ollama…) rarely wants one
+                log.info("openai_vlm: %s is not set; no API key is sent to %s (a server on this machine)",
+                         api_key_env, self.base_url)
+            elif not key:
                 raise ValueError(
                     f"openai_vlm: the API key environment variable {api_key_env} is not set; "
                     f"export {api_key_env}=... or set model.options.api_key_env=null for a "
@@ -413,6 +435,13 @@ class OpenAIVLMAdapter(GenerativeAdapter):
                 break
         return status, b"", problem or "no answer"
 
+    def _key_hint(self) -> str:
+        """What to do about a 401 / 403: which key was (not) sent."""
+        if not self._key.get():
+            return ("the server wants an API key and none was sent: export it in a variable and set "
+                    "model.options.api_key_env=THAT_VARIABLE")
+        return f"the server refused the key in {self.api_key_env}"
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_key"] = _Secret(None)  # a copy in another process reads the variable again
@@ -438,19 +467,26 @@ class OpenAIVLMAdapter(GenerativeAdapter):
 
     def _redact(self, text: str) -> str:
         """``text`` without the key, the URL's credentials or anything that looks like one."""
-        return redact_text(text, {self._key.get()} if self._key.get() else ())  # user info: by look
+        key = {self._key.get()} if self._key.get() else set()
+        return redact_text(text, key | self.option_secrets())  # user info: by look
+
+    def _snippet(self, raw: bytes | str, n: int) -> str:
+        """The first ``n`` characters of a server's text, redacted before it is cut (a secret
+        the cut splits would no longer match its value)."""
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return self._redact(text)[:n]
 
     def _parse(self, raw: bytes, status: int, prompt: str, latency: float, sid: str = "?") -> GenerationResponse:
         where = f"sample {sid}: {self.url} (HTTP {status})"
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            snippet = raw[:200].decode("utf-8", "replace")
+            snippet = self._snippet(raw, 200)
             return GenerationResponse(prompt=prompt, latency_s=latency,
                                       error=self._redact(f"{where}: malformed JSON ({exc}): {snippet!r}"))
         try:
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
-                raise ValueError(f"server error: {json.dumps(data['error'])[:300]}")
+                raise ValueError(f"server error: {self._snippet(json.dumps(data['error']), 300)}")
             choice = data["choices"][0]
             text, problem = _content_text(choice["message"])
             if problem is not None:  # never an answer: not scored, not cached, asked again next run
@@ -467,7 +503,7 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                 f"{where}: unexpected response ({type(exc).__name__}: {exc}): "
-                f"{json.dumps(data)[:200] if not isinstance(data, bytes) else ''}"))
+                f"{self._snippet(json.dumps(data), 200) if not isinstance(data, bytes) else ''}"))
 
     async def _one(self, client: Any, request: GenerationRequest) -> GenerationResponse:
         prompt = request.rendered_prompt()
@@ -492,10 +528,12 @@ class OpenAIVLMAdapter(GenerativeAdapter):
             if status == 200 and problem is None:
                 return self._parse(raw, 200, prompt, latency, sid)
             if status == 200 or (status is not None and status not in _RETRY_STATUS and status < 500):
-                problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
+                problem = problem or f"HTTP {status}: {self._snippet(raw, 200)!r}"
+                if status in (401, 403):
+                    problem += f" — {self._key_hint()}"
                 return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                     f"sample {sid}: {self.url} returned {problem}"))
-            problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
+            problem = problem or f"HTTP {status}: {self._snippet(raw, 200)!r}"
             if attempt >= self.max_retries:
                 return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                     f"sample {sid}: {self.url} failed after {attempt + 1} attempts; last: {problem}"))

@@ -103,7 +103,7 @@ def test_bad_bodies_become_error_responses(chat_server, fault, expect):
 
 
 @pytest.mark.parametrize("fault, expect", [
-    ("[[empty]]", "the answer is empty"), ("[[blank]]", "the answer is empty"),
+    ("[[empty]]", "the answer is empty"), ("[[blank]]", "the answer is empty"), ("[[zwsp]]", "the answer is empty"),
     ("[[null]]", "the answer is null"), ("[[object]]", "content is a JSON dict, not text"),
     ("[[number]]", "content is a JSON int, not text"), ("[[imgparts]]", "the answer is empty"),
 ])
@@ -164,8 +164,13 @@ def test_bad_request_fails_alone(chat_server):
 
 def test_missing_api_key_names_the_variable(monkeypatch):
     monkeypatch.delenv("MB_NO_SUCH_KEY_VAR", raising=False)
-    with pytest.raises(ValueError, match="MB_NO_SUCH_KEY_VAR"):
-        OpenAIVLMAdapter(model="m", base_url="http://127.0.0.1:1/v1", api_key_env="MB_NO_SUCH_KEY_VAR")
+    for remote in ("https://api.openai.com/v1", "http://10.1.2.3:8000/v1", "http://gpu-node:8000/v1"):
+        with pytest.raises(ValueError, match="MB_NO_SUCH_KEY_VAR"):
+            OpenAIVLMAdapter(model="m", base_url=remote, api_key_env="MB_NO_SUCH_KEY_VAR")
+    # a server on this machine (the README's vLLM line): no key set, none sent, no error
+    for local in ("http://127.0.0.1:1/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1"):
+        a = OpenAIVLMAdapter(model="m", base_url=local, api_key_env="MB_NO_SUCH_KEY_VAR", cache=False)
+        assert a._headers().get("Authorization") is None
     with pytest.raises(ValueError, match="model.options.model"):
         OpenAIVLMAdapter(base_url="http://127.0.0.1:1/v1", api_key_env=None)
 
@@ -196,6 +201,10 @@ def test_api_key_is_sent_but_never_stored_or_logged(keyed_server, tmp_path, monk
     b = _adapter(url, api_key_env=None)
     out = b.generate([_req("no key")])[0]
     assert "HTTP 401" in out.error and b.calls == 1
+    assert "the server wants an API key and none was sent" in out.error  # what to do, on the line
+    monkeypatch.delenv("MB_UNSET_KEY_VAR", raising=False)  # the default's case on a loopback server
+    c = _adapter(url, api_key_env="MB_UNSET_KEY_VAR")
+    assert "model.options.api_key_env" in c.generate([_req("unset")])[0].error
 
 
 def test_cached_rerun_makes_no_http_call(chat_server, tmp_path):
