@@ -50,6 +50,8 @@ def build_model(mcfg: Mapping[str, Any], dataset: Any) -> Any:
     if "generative" not in MODELS.entry(mcfg["name"]).tags:  # prompts, not class heads or channels
         if options.get("num_classes") is None and getattr(dataset, "classes", None):
             options["num_classes"] = len(dataset.classes)
+        if "multilabel" in options and options["multilabel"] is None and getattr(dataset, "multilabel", None) is not None:
+            options["multilabel"] = bool(dataset.multilabel)  # sigmoid or softmax, as the dataset's labels
         stored = "predictions" in MODELS.entry(mcfg["name"]).tags  # stored predictions read no pixels
         if options.get("in_channels") is None and len(dataset) and not stored:
             options["in_channels"] = infer_channels(dataset)

@@ -185,3 +185,59 @@ def test_a_judge_without_its_model_name_points_to_the_judges_options():
     with pytest.raises(ValueError, match=r"scoring\.judge\.options\.model") as info:
         build_judge({"model": "openai_vlm", "options": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": None}})
     assert "model.options.model=" not in str(info.value).replace("scoring.judge.options.model", "")
+
+
+SEG_TINY = ["task=segmentation", "dataset=synthetic_ct", "model=monai_unet", "metrics=segmentation",
+            "dataset.options.n=3", "model.options.channels=[4,8]", "bootstrap.n_resamples=10", "progress=false",
+            "report=false"]
+
+
+def test_narrowing_the_metrics_is_not_refused_for_a_default_option(tmp_path, monkeypatch):
+    """Issue 36 item 6: ``metrics.scores.metrics=[dice,hd95]`` was refused because the config's
+    own ``tolerance: 2.0`` (NSD's) counted as if the user had set it. Only options the user set
+    count: the default is dropped, a tolerance the user gives is refused as before."""
+    import json
+
+    from medimg_bench.runs.run import run
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    res = run([*SEG_TINY, "metrics.scores.metrics=[dice,hd95]"], run_dir=tmp_path / "narrow")
+    assert set(res.summary["metrics"]) == {"dice", "hd95"}
+    saved = json.loads((tmp_path / "narrow" / "manifest.json").read_text())["config"]["metrics"]["scores"]
+    assert "tolerance" not in saved  # what the run used, as it is kept
+    full = run(SEG_TINY, run_dir=tmp_path / "full")  # NSD asked: the default 2 mm applies
+    assert json.loads((tmp_path / "full" / "manifest.json").read_text())["config"]["metrics"]["scores"]["tolerance"] == 2.0
+    assert "nsd" in full.summary["metrics"]
+    with pytest.raises(ValueError, match=r"option tolerance=1.0 is not used by metric\(s\) \['dice', 'hd95'\]"):
+        run([*SEG_TINY, "metrics.scores.metrics=[dice,hd95]", "metrics.scores.tolerance=1.0"], run_dir=tmp_path / "bad")
+
+
+def test_a_training_cut_by_max_seconds_is_said_on_the_console_and_in_the_summary(tmp_path, monkeypatch, capsys):
+    """Issue 36 item 2: a time cap stopped the demo's training at 33 of 200 steps and only the
+    run page said so. A cut training now says it beside the scores (console, summary.json)."""
+    import json
+
+    from medimg_bench.runs.run import run
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    tiny = ["dataset.options.n=12", "dataset.options.size=16", "model.options.model_name=resnet10t",
+            "bootstrap.n_resamples=10", "progress=false", "report=false", "train.enabled=true",
+            "train.batch_size=4", "train.checkpoint_every=0"]
+    run([*tiny, "train.max_steps=50", "train.max_seconds=1e-9"], run_dir=tmp_path / "cut")  # ends after a step
+    out = capsys.readouterr().out
+    training = json.loads((tmp_path / "cut" / "summary.json").read_text())["training"]
+    assert training["cut"] is True and training["steps_asked"] == 50 and training["steps"] < 50
+    assert f"training CUT by train.max_seconds=1e-09: {training['steps']} of 50 steps done" in out
+    assert f"NOTE: these scores come from a training cut short by train.max_seconds ({training['steps']} of 50 steps)" in out
+    run([*tiny, "train.max_steps=2"], run_dir=tmp_path / "whole")
+    whole = json.loads((tmp_path / "whole" / "summary.json").read_text())["training"]
+    assert whole == {**whole, "cut": False, "steps": 2, "steps_asked": 2}
+    assert "CUT" not in capsys.readouterr().out
+
+
+def test_the_demo_trains_a_fixed_number_of_steps():
+    from medimg_bench.runs.compose import compose_config
+
+    cfg = compose_config(["benchmark=demo"])
+    for entry, overrides in cfg.benchmark.entries.items():
+        assert not any(o.startswith("train.max_seconds=") for o in overrides), entry

@@ -216,7 +216,7 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
     their fingerprint alone."""
     import logging
 
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
     def identity(run: Path) -> dict[str, Any]:
         path = Path(run) / "manifest.json"
@@ -227,7 +227,7 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
         return ds.get("identity") or {"fingerprint": ds.get("fingerprint")}
 
     def diff(a: Any, b: Any) -> list[str]:
-        fa, fb = _flatten(a), _flatten(b)
+        fa, fb = flatten(a), flatten(b)
         return [f"{k}: A {fa.get(k, '<absent>')!r}, B {fb.get(k, '<absent>')!r}"
                 for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
 
@@ -244,12 +244,12 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
 def _scoring_differences(run_a: str | Path, run_b: str | Path) -> list[str]:
     """The scoring fields (:data:`_SCORING_FIELDS`) of two runs' manifests that differ, as
     ``"field: A …, B …"``: each run was scored its own way, so a difference also measures that."""
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
     def fields(run: str | Path) -> dict[str, Any]:
         path = Path(run) / "manifest.json"
         manifest = json.loads(path.read_text()) if path.exists() else {}
-        return _flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
+        return flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
 
     fa, fb = fields(run_a), fields(run_b)
     return [f"{k}: A {_shown(fa.get(k))}, B {_shown(fb.get(k))}" for k in sorted(set(fa) | set(fb))

@@ -418,10 +418,10 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, A
 
 
 def _same_config(run_dir: Path, cfg: Mapping[str, Any]) -> None:
-    from medimg_bench.baselines.departures import NEUTRAL_KEYS, _flat
+    from medimg_bench.baselines.departures import NEUTRAL_KEYS, flat
 
     saved = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
-    a, b = _flat(saved), _flat(dict(cfg))
+    a, b = flat(saved), flat(dict(cfg))
     diffs = [f"{k}: saved {a.get(k)!r}, now {b.get(k)!r}" for k in sorted(set(a) | set(b))
              if a.get(k) != b.get(k) and not any(k == n or k.startswith(n + ".") for n in NEUTRAL_KEYS)
              and not k.startswith("hydra")]

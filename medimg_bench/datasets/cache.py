@@ -70,7 +70,7 @@ def _copy(obj: Any, *, clone: bool) -> Any:
     return obj
 
 
-class _Wrapper(torch.utils.data.Dataset):
+class Wrapper(torch.utils.data.Dataset):
     """Forwards unknown attributes (manifest, classes, name, ...) to the wrapped dataset."""
 
     def __init__(self, dataset: Any) -> None:
@@ -90,7 +90,7 @@ class _Wrapper(torch.utils.data.Dataset):
         return str(sample_id(index)) if callable(sample_id) else str(index)
 
 
-class CachedDataset(_Wrapper):
+class CachedDataset(Wrapper):
     """In-memory LRU cache of ``dataset[i]`` bounded by ``max_bytes`` (per process).
 
     Args:
@@ -247,7 +247,7 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
-class DiskCache(_Wrapper):
+class DiskCache(Wrapper):
     """Cache of ``dataset[i]`` on disk, shared by workers and processes.
 
     Args:

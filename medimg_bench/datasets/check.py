@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.cache import _Wrapper
+from medimg_bench.datasets.cache import Wrapper
 from medimg_bench.datasets.splits import LeakageReport, leakage_report, split_pairs
 
 __all__ = [
@@ -551,7 +551,7 @@ def run_check(
 # -- on_error="skip" -----------------------------------------------------------------------------
 
 
-class SkipErrors(_Wrapper):
+class SkipErrors(Wrapper):
     """``dataset[i]``, or ``None`` when that sample cannot be loaded (logged with its id, file and
     error, and kept in :attr:`skipped`). Batch with :func:`skip_collate`, which drops the Nones;
     iterating yields readable samples only and logs the skip count at the end.

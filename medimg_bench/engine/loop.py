@@ -499,22 +499,22 @@ def _pack_unscored(entries: Sequence[tuple[Any, dict[str, Any], dict[str, Any], 
 
 def _pack_list(values: list[Any]) -> Any:
     """A list column of pending batches as a part stores it: strings joined into one
-    (``checkpoint._pack``), empty dicts (samples without meta) as their count, else as it is
+    (``checkpoint.pack``), empty dicts (samples without meta) as their count, else as it is
     (walked by the part's encoder, which refuses what it cannot give back exactly)."""
-    from medimg_bench.engine.checkpoint import _pack
+    from medimg_bench.engine.checkpoint import pack
 
     if values and type(values[0]) is dict and len(set(map(type, values))) == 1 and not any(values):
         return {"empty_dicts": len(values)}
-    packed = _pack(values)
+    packed = pack(values)
     return packed if packed is not values else {"list": values}
 
 
 def _unpack_list(value: Any) -> list[Any]:
-    from medimg_bench.engine.checkpoint import _unpack
+    from medimg_bench.engine.checkpoint import unpack
 
     if "empty_dicts" in value:
         return [{} for _ in range(int(value["empty_dicts"]))]
-    return value["list"] if "list" in value else _unpack(value)
+    return value["list"] if "list" in value else unpack(value)
 
 
 def _split_unscored(saved: Mapping[str, Any]) -> list[tuple[None, dict[str, Any], dict[str, Any], frozenset[str]]]:

@@ -47,7 +47,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     import torch
 
     from medimg_bench._secrets import redact_secrets, secret_values
-    from medimg_bench.engine.runner import _metric_settings
+    from medimg_bench.engine.plan import metric_settings
 
     parts = results.parts
     man = results.manifest
@@ -62,7 +62,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
             "dataset": man["dataset"]["fingerprint"], "n_samples": man["dataset"]["n_samples"],
             "task": results.task.name if results.task is not None else None,
             "model": man.get("model_fingerprint"),
-            "metrics": {k: _metric_settings(m) for k, m in sorted(results.metrics.items())},
+            "metrics": {k: metric_settings(m) for k, m in sorted(results.metrics.items())},
             **({"files": files} if files else {}),
         }), known),
         "classes": _plain(man["dataset"]["classes"]),
@@ -99,9 +99,9 @@ def load_shard_state(run_dir: str | Path) -> dict[str, Any]:
 
 
 def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
-    flat = _flatten(config)
+    flat = flatten(config)
     return {k: v for k, v in flat.items() if k.split(".", 1)[0] not in _FREE_KEYS}
 
 

@@ -31,8 +31,11 @@ def remove_train_state(run_dir: str | Path) -> None:
 def check_run_dir(run_dir: str | Path, *, resume: Any = None, overwrite: bool = False) -> Any:
     """Apply the ``resume`` / ``overwrite`` rules before anything runs.
 
-    * ``resume=DIR`` with neither a checkpoint, trained weights nor finished results in DIR →
-      ``FileNotFoundError`` naming DIR;
+    * ``resume=DIR`` of a run killed before its first checkpoint (DIR holds the run's saved
+      config, ``.hydra/config.yaml``, and nothing else to resume from) → None, with a message:
+      the run starts again in DIR (an LVLM's answers come back from the response cache);
+    * ``resume=DIR`` with neither that config, a checkpoint, trained weights nor finished results
+      in DIR → ``FileNotFoundError`` naming DIR;
     * ``resume=DIR`` of a finished run (results, no checkpoint) → nothing is recomputed: the saved
       :class:`Results` are returned (the caller prints them);
     * ``resume=DIR`` of a finished run that kept its checkpoint (it had failed samples) → None:
@@ -73,6 +76,14 @@ def _resume(run_dir: Path, rdir: Path, *, has_results: bool, has_ckpt: bool) -> 
             raise ValueError(f"resume={rdir} but the run directory is {run_dir}; they must be the same")
         if nothing:  # an entry of a resumed benchmark that had not started: run it
             return None
+    if nothing and (rdir / ".hydra" / "config.yaml").is_file():
+        from medimg_bench.engine.distributed import is_main_process
+
+        if is_main_process():  # killed before its first checkpoint: nothing to lose, start it here
+            print(f"resume={rdir}: the run was stopped before its first checkpoint; it starts again from the "
+                  "beginning in this directory with its saved options (answers in the response cache "
+                  "are served from there, not asked again)", flush=True)
+        return None
     if nothing:
         raise FileNotFoundError(
             f"resume={rdir}: nothing to resume there (no checkpoint/, no {TRAIN_STATE}, no model.safetensors and no "

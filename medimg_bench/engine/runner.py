@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from medimg_bench.engine.loader import (  # noqa: F401  (imported from here by tests)
-    _Failure,
-    _SafeDataset,
+    Failure,
+    SafeDataset,
     make_loader,
     sample_ids,
     split_collate,
@@ -187,6 +187,9 @@ class _Run:
 def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metric], options: EvalOptions) -> Results:
     """:func:`evaluate` with its options in one object: the phases of the module docstring."""
     device = resolve_device(options.device)
+    if hasattr(task, "bind_dataset"):  # single- vs multi-label from the dataset unless set
+        task.bind_dataset(dataset)
+    _check_model_agrees(model, task, dataset)
     model.to(device)
     model.eval()
     if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
@@ -228,6 +231,20 @@ def _loop_parts(run: _Run) -> tuple[BatchSteps, Any]:
     steps = BatchSteps(task=run.task, model=run.model, metrics=run.metrics, classes=getattr(run.dataset, "classes", None),
                        state=run.state, autocast=autocast, fail_fast=options.fail_fast, refetch=refetch)
     return steps, loader
+
+
+def _check_model_agrees(model: Any, task: Task, dataset: Any) -> None:
+    """A classifier whose scores are multi-label (sigmoid) on single-label data, or the reverse,
+    fails every sample at scoring: say so once, naming both, before anything runs."""
+    want, has = getattr(task, "multilabel", None), getattr(model, "multilabel", None)
+    if not isinstance(want, bool) or not isinstance(has, bool) or want == has:
+        return
+    if getattr(dataset, "multilabel", None) is None:
+        return  # the task's own setting, nothing the data says
+    kinds = {True: "multi-label (sigmoid scores)", False: "single-label (softmax scores)"}
+    name = getattr(dataset, "name", type(dataset).__name__)
+    raise ValueError(f"model {getattr(model, 'name', type(model).__name__)!r} gives {kinds[has]} but dataset "
+                     f"{name!r} is {kinds[want].split(' (')[0]}: create the model with multilabel={want}")
 
 
 def gather(state: RunState, metrics: Mapping[str, Metric], plan: SamplePlan, dataset: Any) -> None:

@@ -72,12 +72,13 @@ def _overview(runs: Sequence[RunData], anchors: Sequence[str]) -> str:
         names: list[str] = []
         for k in idx:
             names += [n for n in (runs[k].summary.get("metrics") or {}) if n not in names]
-        cols = ["run", "dataset", "model", "n", "failed", "wall s", *names]
+        cols = ["run", "dataset", "model", "n", "failed", "excluded", "wall s", *names]
         rows = []
         for k in idx:
             r = runs[k]
             row: list[Any] = [{"html": f'<a href="#{anchors[k]}">{esc(r.label)}</a>', "sort": r.label}, r.dataset, r.model,
-                              r.summary.get("n_samples", ""), r.summary.get("n_failed", ""), _num(r.manifest.get("wall_time_s"))]
+                              r.summary.get("n_samples", ""), r.summary.get("n_failed", ""),
+                              r.summary.get("n_excluded", ""), _num(r.manifest.get("wall_time_s"))]
             for n in names:
                 m = (r.summary.get("metrics") or {}).get(n)
                 row.append(value_ci(*(_macro(m) if m else (None, None, None))))

@@ -36,6 +36,7 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     if c.get("protocol"):
         from medimg_bench.protocols import run_protocol
 
+        _protocol_options(c)
         return _with_report(c, run_protocol(c, run_dir), run_dir)
     from medimg_bench.engine.runner import parse_shard
 
@@ -49,9 +50,39 @@ def run_config(cfg: Any, run_dir: str | Path, *, parent_overrides: Sequence[str]
     seed_everything(int(c["seed"]))
     task, dataset, model = _build(c)
     train_info = _train(c, model, task, run_dir, device=device, rank=rank)
+    _drop_unused_defaults(c, parent_overrides)
     results = _evaluate(c, model, dataset, task, run_dir, device=device, retry_failed=retry)
     _write(c, results, run_dir, train_info)
     return results
+
+
+def _drop_unused_defaults(c: Mapping[str, Any], overrides: Sequence[str]) -> None:
+    """Metric options the config sets by default (``tolerance: 2.0`` of ``metrics=segmentation``)
+    that none of the metrics asked for reads are dropped, so narrowing the metrics
+    (``metrics.scores.metrics=[dice,hd95]``) is not refused for an option the user never set;
+    an option the user set (an override naming it) is kept, and refused by the metric as before."""
+    from medimg_bench.metrics.seg_conventions import OPTION_USERS
+
+    user = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    for name, opts in (c.get("metrics") or {}).items():
+        if not isinstance(opts, dict) or not isinstance(opts.get("metrics"), list):
+            continue
+        asked = set(opts["metrics"])
+        for key in [k for k in opts if k in OPTION_USERS]:
+            unused = opts[key] is not None and not asked & set(OPTION_USERS[key])
+            if unused and f"metrics.{name}.{key}" not in user and f"metrics.{name}" not in user:
+                del opts[key]
+
+
+def _protocol_options(c: Mapping[str, Any]) -> None:
+    """A protocol reads ``task.options.multilabel`` from the config: left unset, it is taken
+    from the evaluation dataset here."""
+    opts = c["task"].get("options") or {}
+    if "multilabel" in opts and opts["multilabel"] is None:
+        from medimg_bench.registry import create_task
+
+        task = create_task(c["task"]["name"], **opts)
+        _options_from_dataset(c, task, build_dataset(c["dataset"], c["dataset"].get("split")))
 
 
 def seed_everything(seed: int) -> None:
@@ -98,7 +129,21 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
     dataset = build_dataset(dcfg, dcfg.get("split"), pixels=model_reads_pixels(c["model"]))
+    _options_from_dataset(c, task, dataset)
     return task, dataset, build_model(c["model"], dataset)
+
+
+def _options_from_dataset(c: Mapping[str, Any], task: Any, dataset: Any) -> None:
+    """Task options the dataset determines (single- vs multi-label) taken from it unless the
+    user set them (a contradiction is an error naming both); the resolved value is written into
+    the config the run directory keeps, and into the model's options left unset."""
+    if hasattr(task, "bind_dataset"):
+        task.bind_dataset(dataset)
+    if hasattr(task, "multilabel") and "multilabel" in (c["task"].get("options") or {}):
+        c["task"]["options"]["multilabel"] = bool(task.multilabel)
+        mopts = c["model"].get("options")
+        if isinstance(mopts, dict) and "multilabel" in mopts and mopts["multilabel"] is None:
+            mopts["multilabel"] = bool(task.multilabel)
 
 
 def _request_logging(*, verbose: bool) -> None:
@@ -164,7 +209,7 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
         val_dataset=val_set, checkpoint_dir=state_dir, checkpoint_every=max(every, 1), **fit_config_options(tcfg),
     )
     info = {"n_train": len(train_set), "steps": tr.steps, "epochs": tr.epochs,
-            "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss}
+            "seconds": round(tr.seconds, 2), "final_loss": tr.final_loss, **_cut(tcfg, tr)}
     if tr.best_epoch is not None:  # train.select_on: the epoch kept and the validation curve
         info.update(select_on=tcfg["select_on"], n_val=len(val_set), best_epoch=tr.best_epoch,
                     best_val=tr.best_val, val_curve=[[e, v] for e, v in tr.val_curve])
@@ -177,6 +222,21 @@ def _train(c: Mapping[str, Any], model: Any, task: Any, run_dir: Path, *, device
     return info
 
 
+def _cut(tcfg: Mapping[str, Any], tr: Any) -> dict[str, Any]:
+    """``steps_asked`` / ``epochs_asked`` and, when ``train.max_seconds`` stopped the training
+    before them, ``cut: True`` with a console line: the scores then depend on the machine's load."""
+    epochs = tcfg.get("epochs")
+    asked = {"epochs_asked": int(epochs)} if epochs else {"steps_asked": int(tcfg["max_steps"])}
+    done, want = (tr.epochs, int(epochs)) if epochs else (tr.steps, int(tcfg["max_steps"]))
+    if not tcfg.get("max_seconds") or done >= want:
+        return {**asked, "cut": False}
+    unit = "epochs" if epochs else "steps"
+    print(f"training CUT by train.max_seconds={tcfg['max_seconds']}: {done} of {want} {unit} done in "
+          f"{tr.seconds:.0f} s — the scores depend on this machine's speed and load; "
+          "train.max_seconds=null trains the whole recipe", flush=True)
+    return {**asked, "cut": True, "max_seconds": float(tcfg["max_seconds"])}
+
+
 #: config keys that do not change what training computes (a training state resumes under others)
 _TRAIN_NEUTRAL = ("resume", "overwrite", "progress", "verbose", "report", "device", "num_workers", "hydra",
                   "checkpoint_every", "checkpoint_interval_s", "train.num_workers", "train.checkpoint_every", "train.cache",
@@ -186,9 +246,9 @@ _TRAIN_NEUTRAL = ("resume", "overwrite", "progress", "verbose", "report", "devic
 def _training_key(c: Mapping[str, Any]) -> dict[str, Any]:
     """What a training state must match to be resumed: the config's model, dataset, task, seed,
     AMP and train entries, locations and worker counts left out."""
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
-    flat = _flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
+    flat = flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
     key = {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in _TRAIN_NEUTRAL)}
     return json.loads(json.dumps(key, sort_keys=True, default=str))  # as config.json holds it
 
@@ -245,6 +305,9 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
 
     if train_info:
         results.manifest["training"] = train_info
+        if "cut" in train_info:  # beside the scores: a cut training explains them
+            results.summary["training"] = {k: train_info[k] for k in (
+                "steps", "steps_asked", "epochs", "epochs_asked", "seconds", "cut", "max_seconds") if k in train_info}
     results.manifest["world_size"] = world()[1]
     from medimg_bench.runs.slurm import job_record
 
@@ -265,6 +328,11 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
 
         save_shard_state(results, run_dir, config=config)
     print_summary(results)
+    if (train_info or {}).get("cut"):  # after the table, where the scores are read
+        done = train_info.get("epochs") if "epochs_asked" in train_info else train_info["steps"]
+        want = train_info.get("epochs_asked", train_info.get("steps_asked"))
+        print(f"NOTE: these scores come from a training cut short by train.max_seconds "
+              f"({done} of {want} {'epochs' if 'epochs_asked' in train_info else 'steps'})", flush=True)
     n_failed = int(results.summary.get("n_failed") or 0)
     if not n_failed:
         remove_checkpoint(run_dir / "checkpoint")  # only now: the results hold everything

@@ -7,13 +7,15 @@ writes ``sweep.parquet``, ``sweep.md`` and ``report.html`` (the runs side by sid
 docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
-``n_failed``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
-secrets redacted), then ``run_dir``. A sweep through the submitit launchers (``jobs.json``,
-:mod:`medimg_bench.runs.slurm`) also has a row for every job that left no run directory, and
-``status`` (``ok``, ``failed``, ``cancelled``, ``timeout``…), ``error``, ``job_id`` and ``log``
-(the job's stderr file); ``cli_main`` then prints what continues the unfinished jobs. For
-foundation-model protocol runs the seed table of :func:`medimg_bench.protocols.aggregate_seeds`
-(mean, std and CI over seeds) is written too (``seeds.parquet`` / ``seeds.md``).
+``n_failed``, ``n_excluded``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
+secrets redacted), then ``run_dir``, and ``status``: ``FAILED`` for a run that scored no sample
+or failed more than its ``max_failure_rate`` (the command then exits 3), else ``ok``. A sweep
+through the submitit launchers (``jobs.json``, :mod:`medimg_bench.runs.slurm`) also has a row for
+every job that left no run directory, its ``status`` the job's (``failed``, ``cancelled``,
+``timeout``…), ``error``, ``job_id`` and ``log`` (the job's stderr file); ``cli_main`` then prints
+what continues the unfinished jobs. For foundation-model protocol runs the seed table of
+:func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
+(``seeds.parquet`` / ``seeds.md``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def _run_row(root: Path, d: Path) -> dict[str, Any]:
         row[f"{name}_ci_high"] = mean.get("ci_high")
     row["n_samples"] = summary.get("n_samples")
     row["n_failed"] = summary.get("n_failed")
+    row["n_excluded"] = summary.get("n_excluded")
+    row["status"] = _status(summary, manifest)
     row["wall_time_s"] = manifest.get("wall_time_s")
     job = manifest.get("job") or {}
     row["job_id"], row["log"] = job.get("job_id"), job.get("stderr")
@@ -101,7 +105,8 @@ def _with_jobs(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[d
             row = {"job": str(entry.get("num")), "overrides": " ".join(overrides), "config": "{}", "run_dir": None}
             _swept(overrides, row)
             rows.append(row)
-        row["status"] = "ok" if state == "COMPLETED" else state.lower()
+        # a job that completed keeps its run's status (FAILED when its samples failed)
+        row["status"] = row.get("status", "ok") if state == "COMPLETED" else state.lower()
         row["error"] = error
         row["job_id"], row["log"] = entry.get("job_id"), entry.get("stderr") or row.get("log")
     for row in rows:
@@ -142,6 +147,15 @@ def sweep_table(multirun_dir: str | Path) -> Any:
             if len(kinds) > 1 or kinds - {str, int, float, bool}:
                 table[col] = table[col].map(lambda v: None if v is None else str(v))
     return table
+
+
+def _status(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """``FAILED`` when the run scored no sample or failed more than its ``max_failure_rate`` (the
+    CLI exited 3 for it), else ``ok``."""
+    n, failed = int(summary.get("n_samples") or 0), int(summary.get("n_failed") or 0)
+    rate = (manifest.get("config") or {}).get("max_failure_rate")
+    rate = 1.0 if rate is None else float(rate)
+    return "FAILED" if n - failed <= 0 or failed > rate * n else "ok"
 
 
 def _markdown(table: Any) -> str:
@@ -192,7 +206,7 @@ def _unfinished_hint(table: Any, root: Path) -> str | None:
     directory (a checkpoint), the overrides of the others; None when every job finished."""
     if "status" not in table.columns:
         return None
-    bad = table[table["status"] != "ok"]
+    bad = table[~table["status"].isin(["ok", "FAILED"])]  # FAILED runs finished: their samples failed
     if bad.empty:
         return None
     lines = [f"{len(bad)} of {len(table)} jobs did not finish (status, job id and log in the table)."]
@@ -208,7 +222,8 @@ def _unfinished_hint(table: Any, root: Path) -> str | None:
 
 
 def cli_main(argv: Sequence[str]) -> int:
-    """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found."""
+    """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found, 3 written
+    but a run in it failed its samples (status ``FAILED``)."""
     import argparse
     import sys
 
@@ -230,4 +245,15 @@ def cli_main(argv: Sequence[str]) -> int:
 
     page = write_report([args.multirun_dir], out=md.parent / "report.html")  # the runs side by side
     print(f"wrote {pq}, {md} and {page}")
+    import pandas as pd
+
+    table = pd.read_parquet(pq, columns=["job", "n_samples", "n_failed", "status"])
+    n, bad = int(table["n_samples"].fillna(0).sum()), int(table["n_failed"].fillna(0).sum())
+    failed = table.loc[table["status"] == "FAILED", "job"].tolist()
+    line = f"scored {n - bad} of {n} samples ({bad} failed) in {len(table)} run(s)"
+    if failed:  # a sweep with a failed run is not a table of results: exit 3, as the CLI did for it
+        print(f"{line}; {len(failed)} run(s) FAILED (no sample scored, or more than max_failure_rate "
+              f"failed): {', '.join(failed[:10])}", file=sys.stderr)
+        return 3
+    print(line)
     return 0

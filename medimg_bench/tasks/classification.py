@@ -23,8 +23,26 @@ class ClassificationTask(Task):
     name = "classification"
     default_metrics = {"auroc": {}}
 
-    def __init__(self, *, multilabel: bool = True) -> None:
-        self.multilabel = multilabel
+    def __init__(self, *, multilabel: bool | None = None) -> None:
+        #: what the user asked for (None: the dataset decides); ``multilabel`` is what applies
+        self._multilabel_option = None if multilabel is None else bool(multilabel)
+        self.multilabel = True if multilabel is None else bool(multilabel)
+
+    def bind_dataset(self, dataset: Any) -> None:
+        """Take single- vs multi-label from ``dataset`` (its ``multilabel``) unless the user set
+        it; a setting that contradicts the dataset is an error naming both. A dataset that does
+        not say keeps the multi-label default."""
+        known = getattr(dataset, "multilabel", None)
+        if known is None:
+            return
+        if self._multilabel_option is not None and self._multilabel_option != bool(known):
+            name = getattr(dataset, "name", type(dataset).__name__)
+            kind = "multi-label (a vector of 0/1 per sample)" if known else "single-label (one class index per sample)"
+            raise ValueError(
+                f"task.options.multilabel={str(self._multilabel_option).lower()} contradicts dataset {name!r}, which is "
+                f"{kind}: leave task.options.multilabel unset to follow the dataset, or set it to "
+                f"{str(bool(known)).lower()}")
+        self.multilabel = bool(known)
 
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
         target = torch.as_tensor(batch["label"]).to(logits.device)

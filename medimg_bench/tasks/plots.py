@@ -14,7 +14,7 @@ __all__ = ["plot_roc", "plot_per_class"]
 _MM_METRICS = {"hd95", "hausdorff", "hausdorff_distance", "assd", "masd"}
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -36,7 +36,7 @@ def plot_roc(samples: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     if not {"score", "label", "class"} <= set(samples.columns):
         return None
     ok = samples[(samples["status"] == "ok") & samples["label"].notna()]
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5), dpi=100)
     for cname, grp in ok.groupby("class", sort=False):
         y = grp["label"].to_numpy()
@@ -63,7 +63,7 @@ def plot_per_class(samples: pd.DataFrame, column: str, path: Path, *, title: str
     groups = [(c, v) for c, v in groups if len(v)]
     if not groups:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(groups)), 4), dpi=100)
     ax.boxplot([v for _, v in groups], tick_labels=[_literal(c) for c, _ in groups], showmeans=True)
     unit = " (mm)" if column in _MM_METRICS else ""

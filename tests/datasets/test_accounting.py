@@ -75,6 +75,18 @@ def _csv_blank_labels(root: Path) -> tuple[object, int]:
     return create("csv", root, on_missing_label="skip"), 5
 
 
+def _seg2d_unpaired(root: Path) -> tuple[object, int]:
+    """Four images: two with their masks, one without, one whose mask differs only in case
+    (the last two fail their samples, naming the reason)."""
+    import shutil
+
+    bad._seg2d(root)
+    for name in ("s2", "s3"):
+        shutil.copy(root / "images" / "s0.png", root / "images" / f"{name}.png")
+    shutil.copy(root / "masks" / "s0.png", root / "masks" / "S3.png")
+    return create("seg2d_folder", root), 4
+
+
 def _phase_eval_files(root: Path) -> tuple[object, int]:
     """Three videos' ground-truth phase files (with a header line): one sample per frame line."""
     from tests.datasets.test_phase_eval_files import _layout, _videos
@@ -88,6 +100,7 @@ LAYOUTS: dict[str, Callable[[Path], tuple[object, int]]] = {
     **{name: _bad_input(name) for name in BAD_INPUT_LISTED},
     "camelyon16": _camelyon16, "wsi_tiles": _wsi_tiles, "medmnist": _medmnist,
     "csv (on_missing_label=skip)": _csv_blank_labels, "phase_eval_files": _phase_eval_files,
+    "seg2d_folder (unpaired)": _seg2d_unpaired,
 }
 # the same manifest-building loader as a covered one (the bad-input suite's list), so the same
 # accounting
@@ -95,8 +108,8 @@ SAME_LOADER = dict(bad.SAME_READERS)
 EXCUSED = {
     "builtin_real": "reads the sample files shipped inside pydicom/nibabel: the test writes no layout",
     "pcam": "HDF5 arrays: every row of the file is a sample (test_pathology)",
-    "hest1k": "every spot of an ST sample's HDF5 patches is a sample; a missing file refuses the dataset "
-              "(test_pathology_hest1k)",
+    "hest1k": "every spot of an ST sample's HDF5 patches is a sample; a benchmark sample's missing file refuses "
+              "the dataset, a release row not downloaded is an exclusion (test_pathology_hest1k::test_release_layout)",
 }
 
 
@@ -121,6 +134,21 @@ def test_rows_dropped_on_request_are_named(tmp_path):
     assert ds.dropped == {"missing_label": 2}
     assert [(e["id"], e["file"]) for e in ds.exclusions] == [("img/1", "img/1.png"), ("img/3", "img/3.png")]
     assert all("blank label in 'label' (on_missing_label=skip)" == e["reason"] for e in ds.exclusions)
+
+
+def test_an_image_without_its_mask_is_a_failed_sample(tmp_path):
+    """The issue's example: such an image was no sample at all ("3 samples, 0 failed")."""
+    from medimg_bench.sample import SampleError
+
+    ds, _ = _seg2d_unpaired(tmp_path)
+    errors = {}
+    for i, sid in enumerate(ds.ids):
+        try:
+            ds[i]
+        except SampleError as exc:
+            errors[sid] = str(exc)
+    assert sorted(errors) == ["s2", "s3"]
+    assert "has no mask 's2.*'" in errors["s2"] and "differs from it only in case" in errors["s3"]
 
 
 def test_every_registered_dataset_is_accounted():

@@ -98,6 +98,17 @@ def _label_csv(tmp: Path, names: dict[str, str], order: list[str], extra: dict[s
     return np.stack([ds[i]["label"].numpy() for i in range(len(IDS))])
 
 
+def _reference_reports(tmp: Path, names: dict[str, str], order: list[str], extra: dict[str, list] | None = None
+                       ) -> Any:
+    from medimg_bench.datasets import create
+
+    ids = [f"CXR{i}_IM-{i}" for i in range(len(IDS))]
+    table = {names["id"]: ids, names["text"]: REFS, **(extra or {})}
+    pd.DataFrame(table)[[names.get(k, k) for k in order]].to_csv(tmp / "gts.csv", index=False)
+    ds = create("iu_xray", tmp, split="test", layout="reports_csv")
+    return [ds.manifest.set_index("id").loc[i, "report"] for i in ids]
+
+
 @dataclass
 class Reader:
     read: Callable[..., Any]
@@ -122,6 +133,9 @@ READERS = {
         _answers, {"id": "id", "text": "generated", "reference": "report"},
         {"id": "Sample-ID", "text": "Prediction", "reference": "Ground Truth"},
         {"output": ["x"] * 4}, ["generated", "output"]),
+    "reference_reports": Reader(
+        _reference_reports, {"id": "study_id", "text": "report"}, {"id": "Study ID", "text": "Reference"},
+        {"REPORT": ["x"] * 4}, ["report", "REPORT"]),
     "label_csv": Reader(
         _label_csv, {**_CLS},
         {"nodule": "Nodule", "effusion": "effusion_label", "cardiomegaly": "CARDIOMEGALY"},
@@ -337,3 +351,24 @@ def test_the_chexnet_reproduction_file_is_matched():
     assert by_class["Effusion"] == "prob_Effusion" and by_class["Pleural_Thickening"] == "prob_Pleural_Thickening"
     k = model.classes.index("Hernia")
     np.testing.assert_allclose([model.scores[i][k] for i in ids[:50]], raw["prob_Hernia"].to_numpy()[:50], rtol=1e-6)
+
+
+def test_label_csv_option_columns_found_up_to_case(tmp_path):
+    """``dataset=csv``: the columns the options name are found in the CSV's own spelling."""
+    from PIL import Image
+
+    from medimg_bench.datasets import create
+
+    (tmp_path / "img").mkdir()
+    for i in range(3):
+        Image.fromarray(np.full((4, 4), 60 * i, np.uint8)).save(tmp_path / "img" / f"{i}.png")
+    pd.DataFrame({"Image Path": [f"img/{i}.png" for i in range(3)], "Patient-ID": ["p1", "p1", "p2"],
+                  "Nodule": [1, 0, 0], "EFFUSION": [0, 1, 1]}).to_csv(tmp_path / "labels.csv", index=False)
+    ds = create("csv", tmp_path, image_column="image_path", patient_column="patient_id",
+                label_columns=["effusion", "nodule"])
+    assert ds.classes == ["effusion", "nodule"]
+    assert ds.manifest["patient_id"].tolist() == ["p1", "p1", "p2"]
+    np.testing.assert_array_equal(np.stack([ds[i]["label"].numpy() for i in range(3)]), [[0, 1], [1, 0], [1, 0]])
+    pd.DataFrame({"path": ["img/0.png"], "Nodule": [1], "nodule": [0]}).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.raises(ValueError, match=r"several 'NODULE' columns \['Nodule', 'nodule'\]"):
+        create("csv", tmp_path, csv="two.csv", label_columns=["NODULE", "effusion"])

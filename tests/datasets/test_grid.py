@@ -176,15 +176,15 @@ def test_datasets_check_lists_off_grid_pairs_from_headers(tmp_path):
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_mask_errors_are_tagged_as_target_failures(tmp_path, loader):
-    from medimg_bench.engine.runner import _SafeDataset
+    from medimg_bench.engine.loader import SafeDataset
 
     ds, mask_path = LOADERS[loader](tmp_path)
     Path(mask_path).write_bytes(b"")  # unreadable label file
-    failure = _SafeDataset(ds, fail_fast=False)[0]
+    failure = SafeDataset(ds, fail_fast=False)[0]
     assert failure["stage"] == "target" and Path(mask_path).name in failure["error"]
     ds, mask_path = LOADERS[loader](tmp_path / "again")
     _rewrite(mask_path, "shifted")
-    assert _SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
+    assert SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
 
 
 # loaders that yield masks through the same code as a covered one (checked below, not assumed)

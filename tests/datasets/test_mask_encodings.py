@@ -9,6 +9,7 @@ lists it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,11 +130,20 @@ LAYOUTS: dict[str, Callable[[Path, list[Item]], dict[str, Any]]] = {
     "seg2d_folder": _seg2d_folder, "isic2018_task1": _isic, "pranet_polyp": _pranet, "kvasir_seg": _kvasir,
     "busi": _busi, "covid_semiseg": _covid, "ubench": _ubench,
 }
-MASK_LOADERS = sorted(set(DATASETS.list(tag="segmentation")) & set(DATASETS.list(tag="2d")))
+def _declares_encoding(name: str) -> bool:
+    params = inspect.signature(DATASETS.get(name)).parameters
+    return "mask_encoding" in params or "mask_rule" in params  # U-Bench's rules are its encodings
+
+
+# tagged 2D segmentation, or declaring a mask encoding: either way held to the contract below
+MASK_LOADERS = sorted((set(DATASETS.list(tag="segmentation")) & set(DATASETS.list(tag="2d")))
+                      | {n for n in DATASETS.list() if _declares_encoding(n)})
 
 
 def test_every_mask_loader_has_a_layout_here():
     assert MASK_LOADERS, "no registered 2D mask loader found"
+    silent = [n for n in MASK_LOADERS if not _declares_encoding(n)]
+    assert not silent, f"{silent} read masks without declaring their encoding (a mask_encoding option)"
     assert set(MASK_LOADERS) <= set(LAYOUTS), (
         f"give {sorted(set(MASK_LOADERS) - set(LAYOUTS))} a layout in LAYOUTS: every loader of 2D masks is "
         "held to the one decoder's contract here")
@@ -194,6 +204,11 @@ def test_an_image_without_its_mask_fails_and_is_listed(tmp_path, name):
         assert info.value.stage == "target" and needle in msg and sid in msg, msg
     listed = {p["id"]: p["problem"] for p in ds.check()}
     assert missing in listed and "only in case" in listed[cased], listed
+    from medimg_bench.datasets.check import check_dataset
+
+    report = check_dataset(ds)  # what `medimg-bench datasets check` prints: both listed, exit code 1
+    found = {p["id"] for split in report.splits.values() for p in split.missing}
+    assert {missing, cased} <= found and report.exit_code == 1
 
 
 def test_a_run_counts_the_image_without_a_mask_as_failed(tmp_path):

@@ -68,7 +68,8 @@ def test_first_line_keep_and_auto(tmp_path):
 
 @pytest.mark.parametrize("lines, match", [
     (["0\t0", "1\tNotAPhase"], "line 2: phase 'NotAPhase'"),
-    (["0\t0", "1\t7"], "line 2: phase '7'"),
+    (["0\t0", "1\t7"], r"class numbers \[0, 7\] fit neither"),
+    (["0\t1", "1\t3"], "ambiguous; set dataset.options.index_base=0"),
     (["0\t0", "0\t1"], "frame 0 follows frame 0"),
     (["0\t0", "1 2 3"], "line 2: expected 'frame phase'"),
     (["Frame\tPhase"], "no frame lines"),
@@ -79,6 +80,20 @@ def test_bad_rows_are_named(tmp_path, lines, match):
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=match):
         create("phase_eval_files", tmp_path)
+
+
+def test_one_based_numbers(tmp_path):
+    p = tmp_path / "gt-phase" / "video01-phase.txt"
+    p.parent.mkdir(parents=True)
+    p.write_text("0\t1\n1\t7\n2\t4\n")
+    assert create("phase_eval_files", tmp_path).manifest["label"].tolist() == [0, 6, 3]  # auto: 7 occurs
+    (tmp_path / "gt-phase" / "video02-phase.txt").write_text("0\t2\n1\t3\n")  # alone: ambiguous
+    assert create("phase_eval_files", tmp_path).manifest["label"].tolist() == [0, 6, 3, 1, 2]  # decided over all
+    with pytest.raises(ValueError, match="ambiguous"):
+        create("phase_eval_files", tmp_path, videos=["video02"])
+    assert create("phase_eval_files", tmp_path, videos=["video02"], index_base=0).manifest["label"].tolist() == [2, 3]
+    with pytest.raises(ValueError, match=r"outside 0..6"):
+        create("phase_eval_files", tmp_path, index_base=0)
 
 
 def test_videos_pick_and_missing(tmp_path):

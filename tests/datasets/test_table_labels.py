@@ -115,7 +115,7 @@ def test_skipped_rows_are_counted_in_the_run_summary(tmp_path):
 
     _layout(tmp_path, LABELS)
     ds = create("csv", tmp_path, label_columns="finding", on_missing_label="skip")
-    model = mb.create_model("timm", model_name="resnet10t", num_classes=2, in_channels=1)
+    model = mb.create_model("timm", model_name="resnet10t", num_classes=2, in_channels=1, multilabel=False)
     res = mb.evaluate(model, ds, task="classification", metrics={"accuracy": {}}, progress=False,
                       n_resamples=10)
     assert res.summary["n_dropped"] == {"missing_label": 3}

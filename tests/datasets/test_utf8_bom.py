@@ -9,7 +9,7 @@ import json
 import pytest
 
 from medimg_bench.datasets.base import read_manifest
-from medimg_bench.datasets.vqa.readers import _json_list, _load_json, _load_jsonl
+from medimg_bench.datasets.vqa.readers import json_list, load_json, load_jsonl
 from medimg_bench.models.predictions.checks import check_csv_header, read_jsonl_objects
 
 ROWS = [{"id": "a", "answer": "yes"}, {"id": "b", "answer": "no"}]
@@ -23,9 +23,9 @@ def _jsonl() -> bytes:
 READERS = {
     "read_manifest.jsonl": (".jsonl", _jsonl, lambda p: read_manifest(p).to_dict("records")),
     "read_manifest.json": (".json", lambda: json.dumps(ROWS).encode(), lambda p: read_manifest(p).to_dict("records")),
-    "vqa _load_jsonl": (".jsonl", _jsonl, _load_jsonl),
-    "vqa _json_list": (".json", lambda: json.dumps(ROWS).encode(), lambda p: _json_list(p, "test", "items")),
-    "vqa _load_json": (".json", lambda: json.dumps(ROWS).encode(), _load_json),
+    "vqa load_jsonl": (".jsonl", _jsonl, load_jsonl),
+    "vqa json_list": (".json", lambda: json.dumps(ROWS).encode(), lambda p: json_list(p, "test", "items")),
+    "vqa load_json": (".json", lambda: json.dumps(ROWS).encode(), load_json),
     "predictions read_jsonl_objects": (".jsonl", _jsonl, lambda p: [r for _, r in read_jsonl_objects(p)]),
 }
 

@@ -138,3 +138,32 @@ def test_api_run_raises_after_writing_the_run_directory(tmp_path, monkeypatch):
     assert info.value.results.summary["n_failed"] == 3
     assert (tmp_path / "run" / "summary.json").is_file()
     assert run([*overrides[:-1], "max_failure_rate=0.5"], run_dir=tmp_path / "run2").summary["n_failed"] == 3
+
+
+def test_sweep_marks_a_failed_run_and_exits_3(tmp_path, monkeypatch, capsys):
+    """A multirun whose job scored nothing: ``medimg-bench sweep`` still writes the table, marks
+    the job FAILED, ends with the scored count and exits 3."""
+    from omegaconf import OmegaConf
+
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.engine.results import EvaluationFailed
+    from medimg_bench.runs import compose_config
+    from medimg_bench.runs.run import run
+    from medimg_bench.runs.sweep import cli_main
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    sweep = tmp_path / "multirun"
+    good = run([*TINY, "report=false", "model.options.in_channels=1"], run_dir=sweep / "0")
+    dcfg = OmegaConf.to_container(compose_config(TINY).dataset, resolve=True)
+    ds = build_dataset(dcfg, dcfg["split"])
+    for image in ds.manifest["image"]:
+        ds.resolve(image).write_bytes(b"not a png")
+    with pytest.raises(EvaluationFailed):
+        run([*TINY, "report=false", "model.options.in_channels=1"], run_dir=sweep / "1")
+    capsys.readouterr()
+    assert cli_main([str(sweep)]) == 3
+    table = pd.read_parquet(sweep / "sweep.parquet").set_index("job")
+    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "FAILED"
+    n = good.summary["n_samples"]
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"scored {n} of {2 * n} samples ({n} failed) in 2 run(s); 1 run(s) FAILED") and err.endswith(": 1")

@@ -237,3 +237,28 @@ def test_resume_of_a_finished_run_without_its_checkpoint_says_how_to_retry(tmp_p
     out = capsys.readouterr().out
     assert "nothing was recomputed" in out and "1 failed sample(s) cannot be predicted again" in out
     assert "overwrite=true" in out and again.summary["n_failed"] == 1
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_again(tmp_path, monkeypatch, capsys):
+    """Issue 36 item 4: a run killed before its first checkpoint left only its saved config
+    (``.hydra/``, ``cli.log``); ``resume=DIR`` refused it ("nothing to resume there") although
+    the README says resume continues a killed run. It now starts the run again in DIR with its
+    saved options, saying so."""
+    import shutil
+
+    from medimg_bench.cli import main
+
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    killed = tmp_path / "killed"
+    assert main(["run", *TINY, "seed=5", f"hydra.run.dir={killed}"]) == 0
+    reference = json.loads((killed / "summary.json").read_text())
+    for p in killed.iterdir():  # what a kill before the first checkpoint leaves
+        if p.name not in (".hydra", "cli.log"):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    capsys.readouterr()
+    assert main(["run", f"resume={killed}"]) == 0
+    out = capsys.readouterr().out
+    assert "stopped before its first checkpoint; it starts again from the beginning in this directory" in out
+    again = json.loads((killed / "summary.json").read_text())
+    assert again["metrics"] == reference["metrics"]  # the saved options (seed=5) came back
+    assert json.loads((killed / "manifest.json").read_text())["config"]["seed"] == 5

@@ -136,7 +136,8 @@ def test_evaluate_keywords_are_the_options_and_run_evaluation_gives_the_same_run
     from medimg_bench.registry import create_task
 
     keywords = [p for p in inspect.signature(evaluate).parameters if p not in ("model", "dataset", "task", "metrics")]
-    assert keywords == EvalOptions.names()
+    # max_failure_rate judges the outcome (EvaluationFailed), it does not change the run
+    assert keywords == [*EvalOptions.names(), "max_failure_rate"]
     opts = EvalOptions(batch_size=5, progress=False, n_resamples=20, shard="1/2", subgroups=["sex"])
     assert opts.shard == (1, 2) and opts.subgroups == ("sex",)
     with pytest.raises(dataclasses.FrozenInstanceError):

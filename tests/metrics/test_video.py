@@ -121,9 +121,9 @@ def test_per_video_average_and_permutation_invariance(seed, n_videos):
 @settings(max_examples=40, deadline=None)
 @given(a=st.lists(st.integers(0, 3), max_size=25), b=st.lists(st.integers(0, 3), min_size=1, max_size=25))
 def test_edit_distance_matches_naive_dp(a, b):
-    from medimg_bench.metrics.video import _levenshtein
+    from medimg_bench.metrics.video import levenshtein
 
-    assert _levenshtein(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)) == _naive_levenshtein(a, b)
+    assert levenshtein(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)) == _naive_levenshtein(a, b)
 
 
 def test_scores_input_and_ignore_index():

@@ -223,3 +223,31 @@ def test_stored_reports_id_report_generated_without_images(tmp_path):
     want = report_text_scores(list(gens.values()), list(refs.values()), meteor=False)["rouge_l"]
     assert res.summary["metrics"]["rouge_l"]["mean"]["value"] == pytest.approx(want, abs=1e-6)
     assert want < 0.9
+
+
+def test_the_chexnet_reproduction_scores_without_images():
+    """The real case: the CheXNet reproduction's ``preds.csv`` (22,433 × 14, columns as published)
+    against NIH's v2020 label file, no image on disk: the 14 AUROCs its authors printed
+    (``aucs.csv``) to float32 precision (scores stored with 8 significant digits)."""
+    import gzip
+    import tempfile
+
+    from tests.conftest import SHARED_DATA
+
+    data = SHARED_DATA / "nih_cxr14_chexnet"
+    if not (data / "preds.csv").exists():
+        pytest.skip(f"{data} is absent (a fresh clone has no ../shared)")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)  # the label file as the loader reads it, the authors' test set as the list
+        (root / "Data_Entry_2017_v2020.csv").write_bytes(gzip.decompress((data / "Data_Entry_2017_v2020.csv.gz").read_bytes()))
+        ids = pd.read_csv(data / "preds.csv", usecols=["Image Index"])["Image Index"]
+        (root / "test_list.txt").write_text("\n".join(ids) + "\n")
+        with without_pixels():
+            ds = mb.create_dataset("nih_cxr14", root=root)
+        model = mb.create_model("predictions", root=data / "preds.csv")
+        res = mb.evaluate(model, ds, task="classification", metrics={"auroc": {}}, progress=False, n_resamples=10)
+    assert res.summary["n_failed"] == 0 and res.summary["n_samples"] == 22433
+    printed = pd.read_csv(data / "aucs.csv").set_index("label")["auc"]
+    per_class = res.summary["metrics"]["auroc"]["per_class"]
+    for finding, auc in printed.items():
+        assert per_class[finding]["value"] == pytest.approx(auc, abs=2e-6), finding

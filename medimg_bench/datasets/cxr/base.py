@@ -132,7 +132,7 @@ class CXRDataset(PathManifestDataset):
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
+def read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
     try:
         df = pd.read_csv(path, **kw)
     except (OSError, ValueError) as exc:
@@ -141,7 +141,7 @@ def _read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
     return df
 
 
-def _need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name: str) -> None:
+def need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(
@@ -150,7 +150,7 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name:
         )
 
 
-def _first_existing(root: Path, names: Sequence[str], name: str, what: str) -> Path:
+def first_existing(root: Path, names: Sequence[str], name: str, what: str) -> Path:
     for n in names:
         hits = sorted(root.glob(n))
         if hits:
@@ -158,7 +158,7 @@ def _first_existing(root: Path, names: Sequence[str], name: str, what: str) -> P
     raise FileNotFoundError(f"{name}: no {what} under {str(root)!r} (looked for {list(names)})")
 
 
-def _index_files(
+def index_files(
     root: Path, *, under: Callable[[tuple[str, ...]], bool] | None = None
 ) -> dict[str, str]:
     """Map file stem → path relative to ``root`` for image files (os.walk; DICOM preferred)."""
@@ -260,7 +260,7 @@ def _check_paths(
 
 
 @dataclass(frozen=True)
-class _Options:
+class Options:
     """The options every loader takes (see the module docstring); builds the dataset."""
 
     name: str
@@ -316,7 +316,7 @@ class _Options:
         )
 
 
-def _options(
+def cxr_options(
     name: str,
     options: Mapping[str, Any],
     normalize: str,
@@ -324,13 +324,13 @@ def _options(
     views: Sequence[str] | None,
     on_missing: str,
     transform: Callable[[dict], dict] | None,
-) -> _Options:
+) -> Options:
     """Reject unknown ``options`` and bundle the shared ones."""
     _ensure_options(options, name)
-    return _Options(name, normalize, channels, views, on_missing, transform)
+    return Options(name, normalize, channels, views, on_missing, transform)
 
 
-def _lines(df: pd.DataFrame) -> pd.DataFrame:
+def numbered_lines(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df["_line"] = np.arange(len(df)) + 2  # 1-based line in the CSV, after the header
     return df

@@ -21,7 +21,7 @@ from medimg_bench.datasets.cxr._layout import (
     read_table,
     split_file,
 )
-from medimg_bench.datasets.cxr.base import CXRDataset, _index_files, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, index_files
 from medimg_bench.datasets.cxr.labels import NIH_PATHOLOGIES
 
 __all__ = ["NIH_LABEL_RELEASES", "nih_cxr14", "nih_label_release"]
@@ -126,7 +126,7 @@ def nih_cxr14(
     release: str = "auto",
     label_file: str | None = None,
     split_list: str | None = None,
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """NIH ChestX-ray14: a label release, the official ``train_val_list.txt`` / ``test_list.txt``
     or a user's ``split_list``, PNGs in any ``images*`` folder under ``root``.
@@ -168,7 +168,7 @@ def nih_cxr14(
     man["age"] = df["Patient Age"].map(_nih_age) if "Patient Age" in df else np.nan
     man["image_index"] = df["Image Index"]
     man["_line"] = df["_line"]
-    files = _index_files(r, under=lambda parts: any(p.startswith("images") for p in parts))
+    files = index_files(r, under=lambda parts: any(p.startswith("images") for p in parts))
     man["image_stem"] = man["image_index"].str.replace(r"\.png$", "", regex=True)
     man = opts.attach_paths(man, files, "image_stem", str(csv), expected="images/{}.png")
     ds = opts.finish(

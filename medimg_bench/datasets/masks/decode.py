@@ -246,15 +246,15 @@ def check_label_map(values: Any, source: str | Path, *, num_classes: int | None 
         raise MaskDecodeError(source, f"{int(frac.sum())} of {a.size} values are not whole numbers (e.g. "
                               f"{float(a[frac].flat[0])!r}; {values_seen(a)}): a label map holds integer labels "
                               "(threshold or argmax a probability map first, or declare it as one)", what=what)
-    labels = a.astype(np.int64, copy=False)
-    if labels.size and int(labels.min()) < 0:
-        raise MaskDecodeError(source, f"negative label {int(labels.min())} ({values_seen(a)}); labels are "
+    lo, hi = (int(a.min()), int(a.max())) if a.size else (0, 0)  # on the stored dtype: cheaper than int64
+    if lo < 0:
+        raise MaskDecodeError(source, f"negative label {lo} ({values_seen(a)}); labels are "
                               "0 (background) .. n-1", what=what)
-    if num_classes is not None and labels.size and int(labels.max()) >= num_classes:
-        raise MaskDecodeError(source, f"label {int(labels.max())} but the dataset has {num_classes} labels (0 .. "
+    if num_classes is not None and hi >= num_classes:
+        raise MaskDecodeError(source, f"label {hi} but the dataset has {num_classes} labels (0 .. "
                               f"{num_classes - 1}; {values_seen(a)}); declare the encoding (binary with its "
                               "foreground value, or label_map with its classes)", what=what)
-    return labels
+    return a.astype(np.int64, copy=False)
 
 
 def _detect_foreground(nz: np.ndarray, a: np.ndarray, source: str | Path, *, full_scale: float | None,

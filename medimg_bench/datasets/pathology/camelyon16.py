@@ -24,9 +24,9 @@ import pandas as pd
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.pathology.wsi import (
     WSITileDataset,
-    _tiles_for_slide,
     no_tissue_reason,
     open_slide,
+    tiles_for_slide,
 )
 from medimg_bench.registry import register_dataset
 
@@ -133,7 +133,7 @@ def camelyon16(
     for s in slides.to_dict("records"):
         slide = open_slide(r / s["path"], backend)
         used = slide.backend
-        tiles, m0 = _tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
+        tiles, m0 = tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
                                      tissue_threshold=tissue_threshold, thumbnail_size=thumbnail_size,
                                      base_mpp=base_mpp)
         if not len(tiles):

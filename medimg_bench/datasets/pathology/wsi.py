@@ -216,7 +216,7 @@ class WSITileDataset(PathManifestDataset):
         return sample
 
 
-def _tiles_for_slide(
+def tiles_for_slide(
     slide: _Slide,
     *,
     mpp: float,
@@ -323,7 +323,7 @@ def wsi_tiles(
     for s in slides:
         slide = open_slide(s["path"], backend)
         used_backend = slide.backend
-        tiles, m0 = _tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=stride, tissue_threshold=tissue_threshold,
+        tiles, m0 = tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=stride, tissue_threshold=tissue_threshold,
                                      thumbnail_size=thumbnail_size, base_mpp=base_mpp)
         if not len(tiles):
             log.warning("%s: no tissue tiles in %s", name, s["path"])

@@ -69,7 +69,7 @@ def pair_by_stem(images: Sequence[Path], masks: Sequence[Path], *, mask_suffix: 
     folded: dict[str, list[str]] = {}
     for key in by_stem:
         folded.setdefault(key.casefold(), []).append(key)
-    pairs, lonely_images, problems = [], [], {}
+    pairs, lonely_images, problems, named = [], [], {}, set()
     for img in images:
         found = by_stem.get(img.stem)
         if found:
@@ -78,6 +78,7 @@ def pair_by_stem(images: Sequence[Path], masks: Sequence[Path], *, mask_suffix: 
         expected = f"{img.stem}{mask_suffix}.*"
         near = [k for k in folded.get(img.stem.casefold(), []) if k != img.stem]
         if near:
+            named.update(near)  # told once, on the image: not also "a mask without an image"
             names = sorted(p.name for k in near for p in by_stem[k])
             problems[img.stem] = (f"image {img.name!r} has no mask {expected!r}: mask {names[0]!r} differs from it only "
                                   "in case (names are matched exactly; rename one of them)")
@@ -86,5 +87,5 @@ def pair_by_stem(images: Sequence[Path], masks: Sequence[Path], *, mask_suffix: 
         pairs.append((img.stem, img, []))
         lonely_images.append(img)
     paired = {s for s, _, ms in pairs if ms}
-    lonely_masks = sorted(orphans + [p for k, ms in by_stem.items() if k not in paired for p in ms])
+    lonely_masks = sorted(orphans + [p for k, ms in by_stem.items() if k not in paired and k not in named for p in ms])
     return pairs, lonely_images, lonely_masks, problems

@@ -27,7 +27,7 @@ from medimg_bench.models.predictions.checks import (
     object_rows,
     read_jsonl_objects,
 )
-from medimg_bench.models.predictions.lookup import _warn_unknown, match_stored_ids, skip_pixels
+from medimg_bench.models.predictions.lookup import match_stored_ids, skip_pixels, warn_unknown
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 
 __all__ = ["AnswersFromFile", "looks_like_text_table"]
@@ -139,7 +139,7 @@ class AnswersFromFile(GenerativeAdapter):
 
     def check_ids(self, ids: Sequence[Any]) -> int:
         """Warn once about answers whose id the dataset does not have; returns their count."""
-        return _warn_unknown(self._stored_ids(), ids, self.source)
+        return warn_unknown(self._stored_ids(), ids, self.source)
 
     def _stored_ids(self) -> set[str]:
         return set(self.answers) - self.rotated | {ROTATION_ID.match(sid)["id"] for sid in self.rotated}

@@ -13,7 +13,7 @@ from medimg_bench.models.predictions.frames import (
     phase_txt_files,
 )
 from medimg_bench.models.predictions.label_maps import LabelMapsFromFolder
-from medimg_bench.models.predictions.lookup import _find
+from medimg_bench.models.predictions.lookup import find
 from medimg_bench.models.predictions.maps import MapsFromFolder
 from medimg_bench.models.predictions.recon import ReconsFromFolder
 from medimg_bench.models.predictions.scores import ScoresFromFile
@@ -24,7 +24,7 @@ __all__ = ["predictions"]
 
 def _detect_kind(root: Path, tables: list[str]) -> str:
     """What ``root`` holds, from the files found (``kind=auto``)."""
-    path = _find(root, tables)
+    path = find(root, tables)
     if path is not None and path.suffix not in (".csv", ".parquet", ".jsonl"):
         raise ValueError(f"predictions: {str(root)!r} is not a .csv, .parquet or .jsonl file")
     if path is not None:
@@ -90,18 +90,18 @@ def predictions(
     if kind == "auto":
         kind = _detect_kind(root, tables)
     if kind == "classification":
-        path = _find(root, tables[:2])
+        path = find(root, tables[:2])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet in {str(root)!r}")
         return ScoresFromFile(path, classes=classes, id_column=id_column, num_classes=num_classes,
                               scores=scores, multilabel=multilabel)
     if kind == "frames":
-        path = _find(root, tables[:2]) or (root if phase_txt_files(root) else None)
+        path = find(root, tables[:2]) or (root if phase_txt_files(root) else None)
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.csv/.parquet or *-phase.txt in {str(root)!r}")
         return FramePredictions(path, classes=classes, num_classes=num_classes, index_base=index_base)
     if kind == "answers":
-        path = _find(root, tables[::-1])
+        path = find(root, tables[::-1])
         if path is None:
             raise FileNotFoundError(f"predictions: no predictions.jsonl/.csv/.parquet in {str(root)!r}")
         return AnswersFromFile(path, text_column=text_column, id_column=id_column, circular=circular,

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.columns import column_key, index_base, match_class_columns
-from medimg_bench.models.predictions.lookup import _Lookup, skip_pixels
+from medimg_bench.models.predictions.lookup import Lookup, skip_pixels
 
 __all__ = ["FramePredictions", "looks_like_frame_table", "FRAME_COLUMNS"]
 
@@ -112,7 +112,7 @@ def _read_frames(path: Path) -> tuple[pd.DataFrame, Any]:
     return table, lambda i: f"row {i + 2}"
 
 
-class FramePredictions(_Lookup):
+class FramePredictions(Lookup):
     """``predict(batch)`` -> ``{"probs"}`` (score columns) or ``{"labels"}`` (a phase column),
     looked up by ``meta['video_id']`` and ``frame_index`` (or ``timestamp``). ``classes``: the
     score columns, in class order (else matched to the dataset's classes by name);

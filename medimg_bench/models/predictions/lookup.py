@@ -12,7 +12,7 @@ import torch
 log = logging.getLogger(__name__)
 
 
-class _Lookup:
+class Lookup:
     """Shared parts: ``to``/``eval``/``train`` for the engine, identity for checkpoints."""
 
     name = "predictions"
@@ -25,14 +25,14 @@ class _Lookup:
         self.device = torch.device("cpu")
         self.module = torch.nn.Identity()  # the engine counts parameters in reprs; there are none
 
-    def to(self, device: Any) -> _Lookup:
+    def to(self, device: Any) -> Lookup:
         self.device = torch.device(device)
         return self
 
-    def eval(self) -> _Lookup:
+    def eval(self) -> Lookup:
         return self
 
-    def train(self, mode: bool = True) -> _Lookup:
+    def train(self, mode: bool = True) -> Lookup:
         return self
 
     def parameters(self) -> Any:
@@ -52,7 +52,7 @@ class _Lookup:
 
     def check_ids(self, ids: Sequence[Any]) -> int:
         """Warn once about predictions whose id the dataset does not have; returns their count."""
-        return _warn_unknown(self._known_ids(), ids, self.source)
+        return warn_unknown(self._known_ids(), ids, self.source)
 
     def unknown_ids(self, ids: Sequence[Any]) -> list[str]:
         """The stored ids the dataset (``ids``) does not have, sorted: counted as exclusions."""
@@ -76,7 +76,7 @@ def file_digests(source: Path) -> list[list[str]]:
     return [[p.name, digests[path_key(p)]] for p in files]
 
 
-def _warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
+def warn_unknown(known: set[str], ids: Sequence[Any], source: Path) -> int:
     extra = sorted(known - {str(i) for i in ids})
     if extra:
         log.warning("predictions %s: %d prediction(s) for ids the dataset does not have "
@@ -111,7 +111,7 @@ def match_stored_ids(stored: Sequence[str], dataset_ids: Sequence[Any], *, where
     return out
 
 
-def _find(root: Path, names: Sequence[str]) -> Path | None:
+def find(root: Path, names: Sequence[str]) -> Path | None:
     if root.is_file():
         return root
     return next((root / n for n in names if (root / n).exists()), None)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from medimg_bench.datasets.masks import MAP_ENCODINGS, decode_map, parse_scale, read_stored
-from medimg_bench.models.predictions.lookup import _Lookup
+from medimg_bench.models.predictions.lookup import Lookup
 
 __all__ = ["MapsFromFolder", "read_map", "MAP_SUFFIXES"]
 
@@ -43,7 +43,7 @@ def read_map(path: Path, *, encoding: str = "auto", scale: Any = None, foregroun
     return decode_map(stored, encoding=encoding, scale=scale, foreground=foreground)
 
 
-class MapsFromFolder(_Lookup):
+class MapsFromFolder(Lookup):
     """2D prediction maps ``<id>.png`` / ``<id>.npy``: ``predict(batch) -> {"maps", "labels"}``
     (lists when the images of a batch differ in size); ``encoding`` / ``scale`` / ``foreground``
     declare how the files store them (module docstring)."""

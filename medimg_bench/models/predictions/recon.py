@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.models.predictions.lookup import _Lookup
+from medimg_bench.models.predictions.lookup import Lookup
 
 __all__ = ["ReconsFromFolder"]
 
 
-class ReconsFromFolder(_Lookup):
+class ReconsFromFolder(Lookup):
     """``predict(batch) -> {"recon"[, "labels"]}`` from ``<id>.h5`` / ``<id>.npy``. A stored
     ``segmentation`` is a label map, decoded by the one mask decoder: a float one with fractions
     (soft or probability values) is refused naming the file, as from a NIfTI file, never cast."""

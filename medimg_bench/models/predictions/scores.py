@@ -20,7 +20,7 @@ from medimg_bench.models.predictions.checks import (
     score_matrix,
     scores_to_probs,
 )
-from medimg_bench.models.predictions.lookup import _Lookup, match_stored_ids, skip_pixels
+from medimg_bench.models.predictions.lookup import Lookup, match_stored_ids, skip_pixels
 
 __all__ = ["ScoresFromFile", "SCORE_KINDS"]
 
@@ -69,7 +69,7 @@ def _read_scores_table(path: Path, id_column: str | None) -> tuple[Any, list[str
     return table, ids, lines, id_column
 
 
-class ScoresFromFile(_Lookup):
+class ScoresFromFile(Lookup):
     """Class scores from a table: ``predict(batch) -> {"probs", "logits"}``.
 
     The id column is ``id_column``, else found by name (``id``, ``Image Index``, ``image_id``...);
