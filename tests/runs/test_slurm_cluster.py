@@ -119,7 +119,7 @@ def test_sweep_on_slurm_equals_the_local_sweep_and_a_failing_point_is_reported(t
         assert res.returncode == 0, res.stderr
     lt, st = (pd.read_parquet(d / "sweep.parquet") for d in (local_dir, slurm_dir))
     ok = st[st["status"] == "ok"]
-    assert len(ok) == 3 and "status" not in lt.columns
+    assert len(ok) == 3 and list(lt["status"]) == ["ok"] * 3 and "job_id" not in lt.columns
     pd.testing.assert_frame_equal(_comparable(lt, tmp_path), _comparable(ok, tmp_path), check_exact=True)
     for (_, lr), (_, sr) in zip(lt.sort_values("job").iterrows(), ok.sort_values("job").iterrows()):
         lc, sc = json.loads(lr["config"]), json.loads(sr["config"])
