@@ -21,13 +21,26 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_write", "atomic_path", "locked_materialize", "COMPLETE_MARKER"]
+__all__ = ["atomic_write", "atomic_path", "locked_materialize", "is_temporary", "COMPLETE_MARKER"]
 
 COMPLETE_MARKER = ".complete"
 
 
 def _tmp_prefix(path: Path) -> str:
     return f".{path.name}.tmp-"
+
+
+def is_temporary(path: str | os.PathLike[str]) -> bool:
+    """True for a temporary name of :func:`atomic_path` / :func:`locked_materialize` (a leftover
+    of a killed writer: never a finished file)."""
+    name = Path(path).name
+    return name.startswith(".") and ".tmp-" in name
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -39,6 +52,10 @@ def atomic_path(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=_tmp_prefix(target), suffix=target.suffix)
+    try:  # mkstemp makes the file private (0600): give it the mode a plain open() would
+        os.fchmod(fd, 0o666 & ~_umask())
+    except (AttributeError, OSError):  # no fchmod (Windows)
+        pass
     os.close(fd)
     tmp = Path(name)
     try:

@@ -12,17 +12,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["build_dataset", "build_model", "infer_channels"]
+__all__ = ["build_dataset", "build_model", "infer_channels", "model_reads_pixels"]
 
 
-def build_dataset(dcfg: Mapping[str, Any], split: str | None) -> Any:
-    """Create the dataset described by a ``dataset`` config node for ``split``."""
+def build_dataset(dcfg: Mapping[str, Any], split: str | None, *, pixels: bool = True) -> Any:
+    """Create the dataset described by a ``dataset`` config node for ``split``; ``pixels=False``:
+    for a model that reads no pixel (:func:`model_reads_pixels`), built inside
+    :func:`medimg_bench.sample.without_pixels` (no image file checked or read)."""
+    import contextlib
+
     from medimg_bench.registry import create_dataset
+    from medimg_bench.sample import without_pixels
 
     kwargs = dict(dcfg.get("options") or {})
     if dcfg.get("root") is not None:
         kwargs["root"] = dcfg["root"]
-    return create_dataset(dcfg["name"], split=split, **kwargs)
+    with contextlib.nullcontext() if pixels else without_pixels():
+        return create_dataset(dcfg["name"], split=split, **kwargs)
+
+
+def model_reads_pixels(mcfg: Mapping[str, Any]) -> bool:
+    """False for a model registered with the ``predictions`` tag (stored predictions: the
+    dataset's input images are never read)."""
+    from medimg_bench.registry import MODELS
+
+    return "predictions" not in MODELS.entry(mcfg["name"]).tags
 
 
 _NULL_IS_A_VALUE = frozenset({"api_key_env"})
@@ -52,11 +66,17 @@ def _checked_ids(model: Any, dataset: Any) -> Any:
     """Let a model that looks predictions up by id (model=predictions) see the dataset (class
     names, label count) and warn about unknown ids."""
     manifest = getattr(dataset, "manifest", None)
+    if getattr(model, "needs_pixels", True) is False and callable(getattr(dataset, "skip_pixels", None)):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: columns matched to the classes, values checked;
         # stored answers: the dataset may skip its images
         model.bind_dataset(dataset)
     if hasattr(model, "check_ids") and manifest is not None and "id" in manifest:
         model.check_ids(list(manifest["id"]))
+        if callable(getattr(model, "unknown_ids", None)) and callable(getattr(dataset, "exclude", None)):
+            for sid in model.unknown_ids(list(manifest["id"])):  # counted and shown, not silent
+                dataset.exclude(sid, file=getattr(model, "source", None),
+                                reason="a stored prediction for an id the dataset does not have (not scored)")
     return model
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HubError", "HubSnapshot", "is_offline", "looks_like_hub_id", "split_hf_path",
-           "resolve_snapshot", "resolve_transformers_snapshot", "TRANSFORMERS_FILES", "resolve_file", "local_weights_record", "git_blob_sha1"]
+           "split_hf_root", "resolve_dataset_root", "resolve_snapshot", "resolve_transformers_snapshot", "TRANSFORMERS_FILES", "resolve_file", "local_weights_record", "git_blob_sha1"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -53,11 +53,14 @@ class HubSnapshot:
     commit: str  # the commit hash it resolved to
     path: Path  # the snapshot folder in the Hugging Face cache
     files: dict[str, str] = field(default_factory=dict)  # relative name -> SHA-256
+    repo_type: str = "model"  # or "dataset"
 
     def record(self) -> dict[str, Any]:
-        """What the manifest keeps: source, id, revision asked, commit, SHA-256 of every file."""
-        return {"source": "huggingface_hub", "repo_id": self.repo_id, "revision": self.revision,
-                "commit": self.commit, "files": dict(sorted(self.files.items()))}
+        """What the manifest keeps: source, id, revision asked, commit, SHA-256 of every file
+        (and ``repo_type`` for a dataset repository)."""
+        out = {"source": "huggingface_hub", "repo_id": self.repo_id, "revision": self.revision,
+               "commit": self.commit, "files": dict(sorted(self.files.items()))}
+        return out if self.repo_type == "model" else {**out, "repo_type": self.repo_type}
 
 
 def is_offline(offline: bool | None = None) -> bool:
@@ -91,6 +94,33 @@ def split_hf_path(value: str) -> tuple[str, str | None, str]:
     return f"{parts[0]}/{name}", revision or None, "/".join(parts[2:])
 
 
+def split_hf_root(value: str) -> tuple[str, str | None, str]:
+    """``hf://OWNER/NAME[@REVISION][/sub/folder]`` (a dataset root) → ``(repo_id, revision,
+    subfolder)``; the subfolder is ``""`` for the repository's top."""
+    parts = str(value).removeprefix("hf://").strip("/").split("/")
+    name, at, revision = parts[1].partition("@") if len(parts) > 1 else ("", "", "")
+    if not parts[0] or not name or (at and not revision):
+        raise ValueError(f"dataset root {value!r}: expected hf://OWNER/NAME[@REVISION][/folder] "
+                         "(a Hugging Face dataset repository)")
+    return f"{parts[0]}/{name}", revision or None, "/".join(p for p in parts[2:] if p)
+
+
+def resolve_dataset_root(value: str, *, offline: bool | None = None) -> tuple[Path, HubSnapshot, str]:
+    """A dataset root given as ``hf://OWNER/NAME[@REVISION][/folder]``: the repository's files
+    at that revision downloaded into the Hugging Face cache (``snapshot_download`` with
+    ``repo_type="dataset"``; offline — ``HF_HUB_OFFLINE=1`` — the cache only), every file
+    checked against the digest the Hub announced. Returns ``(local folder to read as the root,
+    snapshot, subfolder)``; raises :class:`HubError` naming the id and revision."""
+    repo_id, revision, sub = split_hf_root(value)
+    snap = resolve_snapshot(repo_id, revision=revision, offline=offline, what="dataset", repo_type="dataset",
+                            allow_patterns=[f"{sub}/*"] if sub else None)
+    root = snap.path / sub if sub else snap.path
+    if not root.is_dir():
+        raise HubError(f"dataset root {value!r}: the repository {repo_id!r} at commit {snap.commit} has no "
+                       f"folder {sub!r}", "missing_file")
+    return root, snap, sub
+
+
 def _cache_dir() -> str:
     from huggingface_hub import constants
 
@@ -106,14 +136,16 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, what: str, of
     cache = _cache_dir()
     if isinstance(exc, errors.LocalEntryNotFoundError) and offline:
         return HubError(f"{where}: not in the local cache {cache} and offline mode is on "
-                        "(HF_HUB_OFFLINE=1 or model.options.offline=true); run once online to download "
+                        f"(HF_HUB_OFFLINE=1{'' if what.startswith('dataset') else ' or model.options.offline=true'}); "
+                        "run once online to download "
                         "it, or give a local folder", "offline")
     if isinstance(exc, errors.RevisionNotFoundError):
         return HubError(f"{where}: the repository has no revision {rev!r}", "unknown_revision")
     if isinstance(exc, errors.RemoteEntryNotFoundError):
         return HubError(f"{where}: the repository has no such file ({exc})", "missing_file")
     if isinstance(exc, (errors.RepositoryNotFoundError, errors.GatedRepoError)):
-        return HubError(f"{where}: no such model on {_endpoint()} (or it is private/gated and no token "
+        noun = "dataset" if what.startswith("dataset") else "model"
+        return HubError(f"{where}: no such {noun} on {_endpoint()} (or it is private/gated and no token "
                         f"is set: HF_TOKEN), and no local folder {os.path.abspath(repo_id)} either; check the "
                         "id or the path", "unknown_repo")
     return HubError(f"{where}: could not be downloaded from {_endpoint()} and is not complete in the "
@@ -129,22 +161,25 @@ def _endpoint() -> str:
 def resolve_snapshot(
     repo_id: str, *, revision: str | None = None, offline: bool | None = None,
     allow_patterns: Sequence[str] | None = None, what: str = "model", verify: bool = True,
+    repo_type: str = "model",
 ) -> HubSnapshot:
-    """The files of ``repo_id`` at ``revision`` (``allow_patterns``: only those), downloaded
-    with ``huggingface_hub.snapshot_download`` into its cache unless already there; offline
-    (see :func:`is_offline`) only the cache is read. Raises :class:`HubError`."""
+    """The files of ``repo_id`` (a ``repo_type`` repository: ``model`` or ``dataset``) at
+    ``revision`` (``allow_patterns``: only those), downloaded with
+    ``huggingface_hub.snapshot_download`` into its cache unless already there; offline (see
+    :func:`is_offline`) only the cache is read. Raises :class:`HubError`."""
     from huggingface_hub import snapshot_download
 
     repo_id = repo_id.removeprefix("hf-hub:")
     off = is_offline(offline)
     try:
-        folder = snapshot_download(repo_id, revision=revision, local_files_only=off,
+        folder = snapshot_download(repo_id, revision=revision, local_files_only=off, repo_type=repo_type,
                                    allow_patterns=list(allow_patterns) if allow_patterns else None)
     except Exception as exc:
         raise _hub_error(exc, repo_id, revision, what, off) from exc
     path = Path(folder)
     files = _verified_files(path, repo_id=repo_id, revision=revision, what=what, verify=verify)
-    return HubSnapshot(repo_id=repo_id, revision=revision, commit=path.name, path=path, files=files)
+    return HubSnapshot(repo_id=repo_id, revision=revision, commit=path.name, path=path, files=files,
+                       repo_type=repo_type)
 
 
 #: what a transformers model folder needs: configs, tokenizers, chat templates, remote code and

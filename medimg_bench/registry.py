@@ -77,13 +77,15 @@ class Registry:
             first lookup (``None``: entries only come from explicit registration).
     """
 
-    def __init__(self, kind: str, package: str | None = None, *, stamp_options: bool = False,
-                 root_options: bool = False) -> None:
+    def __init__(
+        self, kind: str, package: str | None = None, *, stamp_options: bool = False,
+        prepare: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
+    ) -> None:
         self.kind = kind
         self.package = package
-        # datasets: ``root`` (and ``*_root``) options relative to the working directory are made
-        # absolute here, once, before any loader joins them with the paths it lists
-        self.root_options = root_options
+        # datasets: relative roots made absolute and ``root=hf://…`` a local snapshot folder
+        # before the factory sees them; returns (options, attributes to set on the object)
+        self.prepare = prepare
         # datasets: ``create`` records the options on the object (``_registry_call``), because
         # every option that decides the samples is part of the dataset's fingerprint
         self.stamp_options = stamp_options
@@ -166,9 +168,12 @@ class Registry:
         """Build the entry ``name`` with its registered defaults updated by ``kwargs``."""
         entry = self.entry(name)
         kwargs = {**entry.defaults, **kwargs}
-        if self.root_options:
-            kwargs = {k: absolute_root(v) if k == "root" or k.endswith("_root") else v for k, v in kwargs.items()}
+        attrs: dict[str, Any] = {}
+        if self.prepare is not None:
+            kwargs, attrs = self.prepare(kwargs)
         obj = entry.factory(**kwargs)
+        if attrs and hasattr(obj, "__dict__"):
+            obj.__dict__.update(attrs)
         if self.stamp_options and hasattr(obj, "__dict__"):
             from medimg_bench._hashing import describe_call
 
@@ -197,7 +202,24 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, root_options=True)
+def _dataset_roots(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A dataset's locations, resolved once before any loader joins them with the paths it
+    lists: ``root`` (and ``*_root``) relative to the working directory made absolute, and
+    ``root=hf://OWNER/NAME@REVISION[/folder]`` the dataset repository's snapshot in the Hugging
+    Face cache, with ``hub_source`` (id, revision, commit, SHA-256 of every file:
+    :meth:`medimg_bench.hub.HubSnapshot.record`) for the dataset's identity and the run's
+    manifest."""
+    kwargs = {k: absolute_root(v) if k == "root" or k.endswith("_root") else v for k, v in kwargs.items()}
+    root = kwargs.get("root")
+    if not (isinstance(root, str) and root.startswith("hf://")):
+        return kwargs, {}
+    from medimg_bench.hub import resolve_dataset_root
+
+    local, snap, sub = resolve_dataset_root(root)
+    return {**kwargs, "root": str(local)}, {"hub_source": {**snap.record(), "folder": sub, "root": root}}
+
+
+DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, prepare=_dataset_roots)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")

@@ -17,8 +17,10 @@ A sample is a plain dict (MONAI style). Keys by task:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -31,7 +33,29 @@ __all__ = [
     "pad_collate",
     "decollate",
     "spatial_dims",
+    "without_pixels",
+    "pixels_wanted",
 ]
+
+# False inside ``without_pixels()``: datasets built there are for a model that reads no pixel
+_PIXELS: contextvars.ContextVar[bool] = contextvars.ContextVar("medimg_bench_pixels", default=True)
+
+
+@contextlib.contextmanager
+def without_pixels() -> Iterator[None]:
+    """Datasets built inside are for a model that reads no pixel (``model=predictions``): their
+    constructors check no image file (the manifest still names them; ids are still checked) and
+    their samples carry ids, labels and targets without the input image (``dataset.pixels``)."""
+    token = _PIXELS.set(False)
+    try:
+        yield
+    finally:
+        _PIXELS.reset(token)
+
+
+def pixels_wanted() -> bool:
+    """False inside :func:`without_pixels`: a loader checks and reads no input image file."""
+    return _PIXELS.get()
 
 SAMPLE_KEYS = (
     "id",

@@ -359,6 +359,12 @@ def _monai_overlap(metric: str, path: str, cls: str, cases: dict) -> list[dict]:
                             {**src, "test": f"{cls}.{name}", "case": f"TEST_CASE_{k} ({fn} / metric class, reduction none)"},
                             "monai", inp["y_pred"], inp["y"],
                             call(metric, one_hot=True, include_background=bg), exp, (0.0, 1e-4)))
+    for k in ("11", "12"):  # ignore_empty=False: our convention monai_ignore_empty_false
+        inp, exp = cases[k]
+        out.append(case(f"monai/{metric}/test_value/TEST_CASE_{k}",
+                        {**src, "test": f"{cls}.test_value", "case": f"TEST_CASE_{k} ({fn}, ignore_empty=False)"},
+                        "monai_ignore_empty_false", inp["y_pred"], inp["y"],
+                        call(metric, one_hot=True, include_background=True), exp, (0.0, 1e-4)))
     inp, isnan = cases["3"]
     out.append(case(f"monai/{metric}/test_nans/TEST_CASE_3", {**src, "test": f"{cls}.test_nans", "case": "TEST_CASE_3"},
                     "monai", inp["y_pred"], inp["y"], call(metric, one_hot=True, include_background=True),
@@ -396,12 +402,15 @@ def monai_dice_iou() -> list[dict]:
     y6 = _oh([[[[1, 1], [1, 1]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]],
               [[[1, 1], [1, 1]], [[0, 0], [0, 0]], [[0, 0], [0, 0]]]])
     ones = _oh(np.ones((2, 2, 3, 3)))
+    zeros = _oh(np.zeros((2, 2, 3, 3)))
     common = {
         "1": ({"y_pred": _oh([[[[1, 0], [0, 1]]]]), "y": _oh([[[[1, 0], [1, 1]]]]), "include_background": True}, None),
         "2": ({"y_pred": y_pred2, "y": y2, "include_background": False}, None),
         "3": ({"y_pred": y_pred3, "y": y3}, [[False, True, True], [False, False, True]]),
         "9": ({"y_pred": ones, "y": ones}, [[1.0, 1.0], [1.0, 1.0]]),
         "10": ({"y_pred": ones, "y": ones}, [[1.0, 1.0], [1.0, 1.0]]),
+        "11": ({"y_pred": zeros, "y": zeros}, [[1.0, 1.0], [1.0, 1.0]]),
+        "12": ({"y_pred": ones, "y": zeros}, [[0.0, 0.0], [0.0, 0.0]]),
     }
 
     def nans_class(bg, red, pred, y, exp):
@@ -437,10 +446,6 @@ def monai_dice_iou() -> list[dict]:
 
 
 MONAI_NOT_APPLICABLE = [
-    {"path": "tests/metrics/test_compute_meandice.py", "case": "TEST_CASE_11, TEST_CASE_12 (test_value)",
-     "reason": "MONAI's ignore_empty=False option; the 'monai' convention follows the default ignore_empty=True"},
-    {"path": "tests/metrics/test_compute_meaniou.py", "case": "TEST_CASE_11, TEST_CASE_12 (test_value)",
-     "reason": "MONAI's ignore_empty=False option; the 'monai' convention follows the default ignore_empty=True"},
     {"path": "tests/metrics/test_compute_meandice.py", "case": "test_helper",
      "reason": "DiceHelper thresholds / arg-maxes probabilities; our metrics take label maps"},
     {"path": "tests/metrics/test_surface_dice.py", "case": "test_asserts: tensor type and one-hot layout",

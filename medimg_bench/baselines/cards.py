@@ -14,6 +14,13 @@ several settings: ``{param: {value: {metric: number, ..., read_from: text}}}`` (
 column per MedMNIST flag); a setting not listed is measured without a verdict, and the metrics'
 own ``published`` may then be left out.
 
+``references`` (optional) puts other published numbers beside the ones judged, never judged
+themselves: a list of ``{name, note, read_from, values: {metric: number or {class: number}}}``
+(e.g. the original paper's values next to a reproduction whose predictions are scored: the
+paper's model's predictions are not published, so its numbers cannot be reproduced from the
+card's files; ``note`` must say why). ``reproduce`` writes them to ``reproduce.json`` and prints
+them under the verdict table.
+
 ``variants`` (optional) makes one card of a published table whose rows are several runs (methods,
 classes): each variant has a ``name``, extra ``overrides`` (``{dataset.root}`` is replaced by the
 dataset root given) and its ``published`` values by metric name; ``reproduce`` runs every
@@ -112,6 +119,8 @@ def validate_card(card: Mapping[str, Any], *, where: str = "card") -> dict[str, 
     variants = card.get("variants")
     if variants is not None:
         _validate_variants(variants, {m.get("metric") for m in mets if isinstance(m, Mapping)}, where)
+    if card.get("references") is not None:
+        _validate_references(card["references"], {m.get("metric") for m in mets if isinstance(m, Mapping)}, where)
     any_null = False
     for i, m in enumerate(mets):
         any_null |= _validate_metric(m, f"metrics[{i}]", where,
@@ -147,6 +156,29 @@ def _validate_variants(variants: Any, metric_names: set[Any], where: str) -> Non
         unknown = sorted(set(pub) - metric_names)
         if unknown:
             raise _err(where, f"{f}.published", f"metrics {unknown} are not in the card's metrics")
+
+
+def _validate_references(refs: Any, metric_names: set[Any], where: str) -> None:
+    if not isinstance(refs, list) or not refs:
+        raise _err(where, "references", "must be a non-empty list")
+    for i, ref in enumerate(refs):
+        f = f"references[{i}]"
+        if not isinstance(ref, Mapping):
+            raise _err(where, f, "must be a mapping")
+        for key in ("name", "note", "read_from"):
+            if not isinstance(ref.get(key), str) or not ref.get(key):
+                raise _err(where, f"{f}.{key}", "missing (a reference says what it is, why it is not "
+                           "reproduced, and where it was read)")
+        values = ref.get("values")
+        if not isinstance(values, Mapping) or not values:
+            raise _err(where, f"{f}.values", "must map metric names to numbers or {class: number}")
+        unknown = sorted(set(values) - metric_names)
+        if unknown:
+            raise _err(where, f"{f}.values", f"metrics {unknown} are not in the card's metrics")
+        for metric, v in values.items():
+            nums = list(v.values()) if isinstance(v, Mapping) else [v]
+            if not nums or not all(_num_or_null(x) and x is not None for x in nums):
+                raise _err(where, f"{f}.values.{metric}", "must be a number or {class: number}")
 
 
 def _validate_source(card: Mapping[str, Any], where: str) -> None:

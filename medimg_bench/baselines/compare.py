@@ -8,7 +8,9 @@ accuracy, report scores) and for the summary figures a task's records allow reco
 
 Each run is scored against **its own** labels, read from its ``samples.parquet``; runs whose labels
 differ for the same sample are refused, naming the rows, unless ``--allow-label-mismatch``. Runs
-over different sample sets are refused, naming the difference, unless ``--intersection``."""
+over different sample sets are refused, naming the difference, unless ``--intersection``. Runs
+scored against different label releases (the manifests' ``label_release``: NIH ChestX-ray14's 2017
+and v2020 files) are refused, naming both, unless ``--different-label-release``."""
 
 from __future__ import annotations
 
@@ -214,7 +216,7 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
     their fingerprint alone."""
     import logging
 
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
     def identity(run: Path) -> dict[str, Any]:
         path = Path(run) / "manifest.json"
@@ -225,7 +227,7 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
         return ds.get("identity") or {"fingerprint": ds.get("fingerprint")}
 
     def diff(a: Any, b: Any) -> list[str]:
-        fa, fb = _flatten(a), _flatten(b)
+        fa, fb = flatten(a), flatten(b)
         return [f"{k}: A {fa.get(k, '<absent>')!r}, B {fb.get(k, '<absent>')!r}"
                 for k in sorted(set(fa) | set(fb)) if fa.get(k, "<absent>") != fb.get(k, "<absent>")]
 
@@ -242,16 +244,43 @@ def data_differences(run_a: str | Path, run_b: str | Path) -> tuple[list[str], l
 def _scoring_differences(run_a: str | Path, run_b: str | Path) -> list[str]:
     """The scoring fields (:data:`_SCORING_FIELDS`) of two runs' manifests that differ, as
     ``"field: A …, B …"``: each run was scored its own way, so a difference also measures that."""
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
     def fields(run: str | Path) -> dict[str, Any]:
         path = Path(run) / "manifest.json"
         manifest = json.loads(path.read_text()) if path.exists() else {}
-        return _flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
+        return flatten({k: manifest.get(k) for k in _SCORING_FIELDS})
 
     fa, fb = fields(run_a), fields(run_b)
     return [f"{k}: A {_shown(fa.get(k))}, B {_shown(fb.get(k))}" for k in sorted(set(fa) | set(fb))
             if fa.get(k) != fb.get(k)]
+
+
+def label_releases(run_a: str | Path, run_b: str | Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The ``label_release`` each run's manifest records (``None`` where its loader reads no
+    release: all but ``nih_cxr14``, or a run written before releases were recorded)."""
+    def one(run: Path) -> dict[str, Any] | None:
+        p = run / "manifest.json"
+        if not p.is_file():
+            return None
+        return (json.loads(p.read_text()).get("dataset") or {}).get("label_release")
+
+    return one(Path(run_a)), one(Path(run_b))
+
+
+def _check_label_release(run_a: str | Path, run_b: str | Path, *, allow: bool) -> str | None:
+    """Refuse runs scored against different label releases (unless ``allow``); returns a note
+    naming both when they differ and it is allowed, else ``None``."""
+    ra, rb = label_releases(run_a, run_b)
+    if not ra or not rb or ra.get("release") == rb.get("release"):
+        return None
+    said = (f"run A is scored against label release {ra.get('release')!r} ({ra.get('file')}), run B against "
+            f"{rb.get('release')!r} ({rb.get('file')})")
+    if not allow:
+        raise ValueError(f"compare: {said}; the releases label some images differently, so the runs measure "
+                         "different things; pass --different-label-release to compare them anyway (each run "
+                         "scored against its own labels)")
+    return said + ": each run scored against its own labels (--different-label-release)"
 
 
 def _check_same_data(run_a: str | Path, run_b: str | Path, *, allow: bool, labels_allowed: bool) -> None:
@@ -511,7 +540,7 @@ def _check_summaries(rows: list[dict[str, Any]], a: _Run, b: _Run, tol: float = 
 def compare_runs(
     run_a: str | Path, run_b: str | Path, *, intersection: bool = False, allow_label_mismatch: bool = False,
     n_resamples: int = 1000, seed: int = 0, threshold: float = 0.5, holm_correction: bool = False,
-    run_seed: int | None = None, different_data: bool = False,
+    run_seed: int | None = None, different_data: bool = False, different_label_release: bool = False,
 ) -> Comparison:
     """One row per (metric, class): ``estimate_a``, ``estimate_b`` (each run against its own
     labels), ``difference`` (a − b), ``ci_low``/``ci_high`` (paired patient bootstrap), ``p_value``
@@ -519,12 +548,15 @@ def compare_runs(
     :class:`LabelMismatchError` when the runs' labels differ (``allow_label_mismatch``), a
     ``ValueError`` for different sample sets (``intersection``), tasks, classes or seeds, and for
     runs whose manifests say they read other data (other bytes, or another manifest with the same
-    labels: ``different_data``, or ``intersection`` where the sample sets differ by design)."""
+    labels: ``different_data``, or ``intersection`` where the sample sets differ by design), and
+    for runs scored against different label releases (``different_label_release``, which also
+    lets their labels differ)."""
     from medimg_bench.metrics.paired import holm
 
+    release_note = _check_label_release(run_a, run_b, allow=different_label_release)
     a, b = _load(run_a, "A", run_seed), _load(run_b, "B", run_seed)
     merged = _pair(a, b, intersection)
-    labels = _check_labels(a, b, merged, allow_label_mismatch)
+    labels = _check_labels(a, b, merged, allow_label_mismatch or release_note is not None)
     _check_same_data(run_a, run_b, allow=different_data or intersection, labels_allowed=labels["differ"] > 0)
     rows: list[dict[str, Any]] = []
     if a.task == "classification":
@@ -539,6 +571,8 @@ def compare_runs(
     except ValueError as exc:
         a.notes.append(str(exc).removeprefix("compare: "))
     notes = a.notes + b.notes + [f"{m}: in one run only, not compared" for m in lonely]
+    if release_note:
+        notes.append(release_note)
     done = {r["metric"] for r in rows} | {"auroc"} if a.task == "classification" else {r["metric"] for r in rows}
     for m, entry in a.summary.get("metrics", {}).items():
         if entry.get("kind") == "dataset" and m not in done:
@@ -558,7 +592,8 @@ def compare_runs(
 
 
 def cli_main(argv: list[str]) -> int:
-    """``medimg-bench compare RUN_A RUN_B [--intersection] [--allow-label-mismatch] [--different-data] [--holm]
+    """``medimg-bench compare RUN_A RUN_B [--intersection] [--allow-label-mismatch] [--different-data]
+    [--different-label-release] [--holm]
     [--run-seed S] [--out FILE] [--html FILE]``; exit 0 compared, 2 refused."""
     ap = argparse.ArgumentParser(prog="medimg-bench compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("run_a")
@@ -569,6 +604,9 @@ def cli_main(argv: list[str]) -> int:
                     "is scored against its own labels, with the paired bootstrap instead of DeLong")
     ap.add_argument("--different-data", action="store_true",
                     help="compare runs whose dataset fingerprints say they read different data")
+    ap.add_argument("--different-label-release", action="store_true",
+                    help="compare runs scored against different label releases (NIH ChestX-ray14 2017 vs v2020; "
+                    "refused by default): each run against its own labels")
     ap.add_argument("--holm", action="store_true", help="Holm-adjusted p-values (column p_holm)")
     ap.add_argument("--n-resamples", type=int, default=1000)
     ap.add_argument("--threshold", type=float, default=0.5, help="for accuracy / McNemar")
@@ -581,7 +619,8 @@ def cli_main(argv: list[str]) -> int:
         rows = compare_runs(args.run_a, args.run_b, intersection=args.intersection,
                             allow_label_mismatch=args.allow_label_mismatch, n_resamples=args.n_resamples,
                             seed=args.seed, threshold=args.threshold, holm_correction=args.holm,
-                            run_seed=args.run_seed, different_data=args.different_data)
+                            run_seed=args.run_seed, different_data=args.different_data,
+                            different_label_release=args.different_label_release)
     except (ValueError, FileNotFoundError) as exc:
         print(f"medimg-bench compare: {exc}", file=sys.stderr)
         return 2

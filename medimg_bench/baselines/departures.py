@@ -28,11 +28,11 @@ def _neutral(key: str) -> bool:
     return any(key == n or key.startswith(n + ".") for n in NEUTRAL_KEYS)
 
 
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+def flat(node: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(node, Mapping) and node:
         out: dict[str, Any] = {}
         for k, v in node.items():
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flat(v, f"{prefix}{k}."))
         return out
     return {prefix[:-1]: node}
 
@@ -46,8 +46,8 @@ def recipe_departures(card_overrides: Sequence[str], user_overrides: Sequence[st
         return []
     from medimg_bench.runs.compose import compose_config, plain
 
-    base = _flat(plain(compose_config([*card_overrides, *neutral])))
-    full = _flat(plain(compose_config([*card_overrides, *user_overrides])))
+    base = flat(plain(compose_config([*card_overrides, *neutral])))
+    full = flat(plain(compose_config([*card_overrides, *user_overrides])))
     out = []
     for key in sorted(set(base) | set(full)):
         if _neutral(key) or (key not in base and key.startswith("metrics.")):

@@ -274,10 +274,13 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
            "seeds": None if seeds is None else list(seeds),
            "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
            "samples": counts, "failed_runs": failed,
-           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None}
+           "reproduced": all(r["verdict"] == "reproduced" for r in judged) if judged else None,
+           "references": card.get("references") or []}  # other published numbers, never judged
     (run_dir / "reproduce.json").write_text(json.dumps(out, indent=2))
     _plot(rows, run_dir / "reproduce.png", f"{name} ({card['source']['table']})")
     print(_table(rows))
+    for ref in card.get("references") or []:
+        print(f"reference, not judged: {ref['name']} ({ref['note']})")
     if departures:
         print(describe(departures))
     print(_scored_line(counts, failed), flush=True)
@@ -415,10 +418,10 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, A
 
 
 def _same_config(run_dir: Path, cfg: Mapping[str, Any]) -> None:
-    from medimg_bench.baselines.departures import NEUTRAL_KEYS, _flat
+    from medimg_bench.baselines.departures import NEUTRAL_KEYS, flat
 
     saved = json.loads((run_dir / "manifest.json").read_text()).get("config") or {}
-    a, b = _flat(saved), _flat(dict(cfg))
+    a, b = flat(saved), flat(dict(cfg))
     diffs = [f"{k}: saved {a.get(k)!r}, now {b.get(k)!r}" for k in sorted(set(a) | set(b))
              if a.get(k) != b.get(k) and not any(k == n or k.startswith(n + ".") for n in NEUTRAL_KEYS)
              and not k.startswith("hydra")]

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.sample import SampleError
+from medimg_bench.sample import SampleError, pixels_wanted, without_pixels
 
 __all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root",
-           "dataset_identity"]
+           "dataset_identity", "without_pixels", "pixels_wanted"]
 
 # where the data lies, not what it is (the content digests say that): not part of the identity
 _LOCATION_OPTIONS = frozenset({"root", "cache_dir"})
@@ -59,10 +59,16 @@ class ManifestDataset(torch.utils.data.Dataset):
     # rows the loader dropped on request, by reason (e.g. {"missing_label": 53})
     dropped: dict[str, int] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
+    #: False: the model reads no pixel (stored predictions): ``load`` leaves the input image out
+    #: (built inside :func:`without_pixels`, or after :meth:`skip_pixels`)
+    pixels: bool = True
+
     def __new__(cls, *args: Any, **kwargs: Any) -> ManifestDataset:
         # every option the dataset was built with is part of its identity (see ``fingerprint``):
         # the outermost constructor call is recorded here, defaults filled in, as plain values
         obj = super().__new__(cls)
+        if not pixels_wanted():
+            obj.pixels = False
         if args or kwargs:
             from medimg_bench._hashing import describe_call
 
@@ -292,7 +298,32 @@ class ManifestDataset(torch.utils.data.Dataset):
                 meta[col] = row[col]
         return meta
 
+    # -- accounting: items the layout lists that are not samples -------------------------------
+    @property
+    def exclusions(self) -> list[dict[str, str]]:
+        """Items the dataset's layout lists that are not samples, each ``{"id", "file",
+        "reason"}`` (a slide without tissue, a reference row whose file is not on disk): filled
+        by the loader while it builds the manifest (:meth:`exclude`), counted and shown by the
+        engine (``summary.json`` ``n_excluded`` / ``exclusions``, the console, ``report.html``)
+        and by ``datasets check``. Every item a layout lists is a sample or an exclusion."""
+        return [dict(e) for e in self.__dict__.get("_exclusions", ())]
+
+    def exclude(self, item_id: str, *, reason: str, file: str | Path | None = None, kind: str = "excluded") -> None:
+        """Record that the layout's item ``item_id`` (read from ``file``) is not a sample, and why.
+        ``kind`` tells a protocol over larger units what the item is to it: ``"no_tiles"`` — a
+        slide of the set that yields no tile, which a slide-level protocol (``protocol=mil``)
+        counts as a failed slide; ``"excluded"`` — anything else."""
+        entry = {"id": str(item_id), "file": "" if file is None else str(file), "reason": str(reason),
+                 "kind": str(kind)}
+        old = self.__dict__.get("_exclusions", ())
+        if entry not in old:  # recorded once however often it is found
+            self.__dict__["_exclusions"] = (*old, entry)  # a new tuple: copies share none
+
     # -- samples --------------------------------------------------------------------------------
+    def skip_pixels(self) -> None:
+        """Samples from now on leave out the input image (the model reads none)."""
+        self.pixels = False
+
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
         """Read one manifest row into a sample dict (subclasses implement)."""
         raise NotImplementedError
@@ -324,9 +355,9 @@ def read_manifest(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(f"manifest {str(path)!r} does not exist")
     try:
         if path.suffix.lower() in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, dtype=False)
+            return pd.read_json(path, lines=True, dtype=False, encoding="utf-8-sig")
         if path.suffix.lower() == ".json":
-            return pd.read_json(path, dtype=False)
+            return pd.read_json(path, dtype=False, encoding="utf-8-sig")
         if path.suffix.lower() == ".parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path, dtype={"id": str, "patient_id": str})
@@ -444,9 +475,23 @@ def dataset_identity(dataset: Any) -> dict[str, Any]:
     contents, options), else the ``fingerprint()`` of a dataset that has one, else only its
     class and length (said in the key)."""
     if callable(getattr(dataset, "identity", None)):
-        return dict(dataset.identity())
-    if callable(getattr(dataset, "fingerprint", None)):
-        return {"fingerprint": dataset.fingerprint()}
-    return {"fingerprint": None, "class": f"{type(dataset).__module__}.{type(dataset).__qualname__}",
-            "n_samples": len(dataset),
-            "note": "the dataset has no fingerprint(): only its class and length are checked"}
+        out = dict(dataset.identity())
+    elif callable(getattr(dataset, "fingerprint", None)):
+        out = {"fingerprint": dataset.fingerprint()}
+    else:
+        out = {"fingerprint": None, "class": f"{type(dataset).__module__}.{type(dataset).__qualname__}",
+               "n_samples": len(dataset),
+               "note": "the dataset has no fingerprint(): only its class and length are checked"}
+    hub = getattr(dataset, "hub_source", None)  # root=hf://…: set by DATASETS.create
+    return out if not hub else {**out, "hub": hub_identity(hub)}
+
+
+def hub_identity(record: dict[str, Any]) -> dict[str, Any]:
+    """What a key holds of a dataset read from the Hugging Face Hub: repository, revision asked,
+    the commit it resolved to (so a resume across revisions is refused even where the files
+    it reads are the same) and one SHA-256 over every file's digest; the manifest keeps the
+    whole record (every file)."""
+    from medimg_bench._hashing import canonical_json
+
+    files = hashlib.sha256(canonical_json(record.get("files") or {}).encode()).hexdigest()
+    return {k: record.get(k) for k in ("repo_id", "revision", "commit", "folder")} | {"files_sha256": files}

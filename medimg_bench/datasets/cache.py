@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+
+from medimg_bench._fs import atomic_path, is_temporary
 
 __all__ = ["CachedDataset", "DiskCache", "sample_nbytes"]
 
@@ -69,7 +70,7 @@ def _copy(obj: Any, *, clone: bool) -> Any:
     return obj
 
 
-class _Wrapper(torch.utils.data.Dataset):
+class Wrapper(torch.utils.data.Dataset):
     """Forwards unknown attributes (manifest, classes, name, ...) to the wrapped dataset."""
 
     def __init__(self, dataset: Any) -> None:
@@ -89,7 +90,7 @@ class _Wrapper(torch.utils.data.Dataset):
         return str(sample_id(index)) if callable(sample_id) else str(index)
 
 
-class CachedDataset(_Wrapper):
+class CachedDataset(Wrapper):
     """In-memory LRU cache of ``dataset[i]`` bounded by ``max_bytes`` (per process).
 
     Args:
@@ -246,7 +247,7 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
-class DiskCache(_Wrapper):
+class DiskCache(Wrapper):
     """Cache of ``dataset[i]`` on disk, shared by workers and processes.
 
     Args:
@@ -373,17 +374,9 @@ class DiskCache(_Wrapper):
                 self._warned = True
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=self.suffix)
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata={"sample": json.dumps(tree), "format": str(_FORMAT_VERSION)})
-            os.replace(tmp, path)  # atomic: readers see the old file, the new one, or none
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # atomic: readers see the old file, the new one, or none
+        with atomic_path(path, fsync=False) as tmp:
+            save_file(tensors, str(tmp), metadata={"sample": json.dumps(tree), "format": str(_FORMAT_VERSION)})
         self._writes += 1
         if self.max_bytes is not None and self._writes % self.prune_every == 0:
             self.prune()
@@ -403,7 +396,7 @@ class DiskCache(_Wrapper):
     def _entries(self) -> list[tuple[Path, os.stat_result]]:
         out = []
         for p in self.cache_dir.glob(f"*/*{self.suffix}"):
-            if p.name.startswith(".tmp-"):
+            if is_temporary(p):
                 continue
             try:
                 out.append((p, p.stat()))

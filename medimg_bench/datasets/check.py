@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from medimg_bench.datasets.cache import _Wrapper
+from medimg_bench.datasets.cache import Wrapper
 from medimg_bench.datasets.splits import LeakageReport, leakage_report, split_pairs
 
 __all__ = [
@@ -65,6 +65,8 @@ class SplitCheck:
     off_grid: list[dict[str, Any]] = field(default_factory=list)
     label_counts: dict[str, int] = field(default_factory=dict)
     label_source: str | None = None  # "manifest", "samples" or None (no labels found)
+    # items the layout lists that are not samples (``dataset.exclusions``): listed, not problems
+    excluded: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def n_problems(self) -> int:
@@ -83,6 +85,7 @@ class SplitCheck:
             "off_grid": self.off_grid,
             "label_counts": self.label_counts,
             "label_source": self.label_source,
+            "excluded": self.excluded,
         }
 
 
@@ -125,9 +128,10 @@ class CheckReport:
         """A readable text report: a table per split, label counts, leakage, then at most
         ``limit`` examples of each kind of problem."""
         lines = [f"dataset {self.dataset}"]
-        header = ["split", "samples", "patients", "read", "missing", "unreadable", "bad labels", "off-grid"]
+        header = ["split", "samples", "excluded", "patients", "read", "missing", "unreadable", "bad labels",
+                  "off-grid"]
         rows = [
-            [s.name, s.n_samples, s.n_patients, s.n_read, len(s.missing), len(s.unreadable),
+            [s.name, s.n_samples, len(s.excluded), s.n_patients, s.n_read, len(s.missing), len(s.unreadable),
              len(s.bad_labels), len(s.off_grid)]
             for s in self.splits.values()
         ]
@@ -158,6 +162,7 @@ class CheckReport:
                 if len(items) > limit:
                     problems.append(f"  [{s.name}] ... {len(items) - limit} more {kind}")
         problems += [f"  error: {e}" for e in self.errors]
+        lines += _excluded_lines(self.splits.values(), limit)
         if self.notes:
             lines += ["", "notes:"] + [f"  {n}" for n in self.notes]
         if problems:
@@ -166,6 +171,19 @@ class CheckReport:
         n += sum(0 if lk.ok else 1 for lk in self.leakage)
         lines += ["", "status: OK" if self.ok else f"status: FAILED ({n} problem(s))"]
         return "\n".join(lines)
+
+
+def _excluded_lines(splits: Any, limit: int) -> list[str]:
+    """The items each split's layout lists that are not samples, with file and reason: at most
+    ``limit`` per split, the rest counted (they are not problems, but never silent)."""
+    lines: list[str] = []
+    for s in splits:
+        for e in s.excluded[:limit]:
+            where = f" ({e['file']})" if e.get("file") else ""
+            lines.append(f"  [{s.name}] {e.get('id')}{where}: {e.get('reason', '')}")
+        if len(s.excluded) > limit:
+            lines.append(f"  [{s.name}] ... {len(s.excluded) - limit} more excluded")
+    return ["", "excluded (listed by the layout, not samples):"] + lines if lines else []
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -328,6 +346,7 @@ def _check_split(
         n_patients=int(manifest["patient_id"].nunique()) if "patient_id" in manifest else len(ds),
         fingerprint=ds.fingerprint() if hasattr(ds, "fingerprint") else "",
     )
+    sc.excluded = list(getattr(ds, "exclusions", None) or [])
     sc.missing = [dict(p, problem=p.get("problem", "missing file")) for p in ds.check()]
     sc.off_grid = _off_grid_pairs(ds, {str(p.get("id")) for p in sc.missing})
     have_manifest_labels = _manifest_labels(ds, sc)
@@ -546,7 +565,7 @@ def run_check(
 # -- on_error="skip" -----------------------------------------------------------------------------
 
 
-class SkipErrors(_Wrapper):
+class SkipErrors(Wrapper):
     """``dataset[i]``, or ``None`` when that sample cannot be loaded (logged with its id, file and
     error, and kept in :attr:`skipped`). Batch with :func:`skip_collate`, which drops the Nones;
     iterating yields readable samples only and logs the skip count at the end.

@@ -22,13 +22,26 @@ from medimg_bench.sample import SampleError
 __all__ = ["align_to_image_grid", "grid_problem", "header_grid", "read_target"]
 
 
-def read_target(path: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
-    """Read a label file (mask) with :func:`~medimg_bench.datasets.io.read_image`; an error is
-    tagged ``stage = "target"`` so the run reports it as a target failure, not a load failure."""
+def read_target(path: str | Path, *, num_classes: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """A label file (mask) as ``int64`` labels and its meta, through the one mask decoder
+    (:mod:`medimg_bench.datasets.masks`): a picture (PNG, JPEG, ...) under ``auto`` (0/255 and 0/1
+    are binary), any other file as a label map (fractions, negatives, labels ``>= num_classes``
+    refused). An error is tagged ``stage = "target"`` so the run reports it as a target failure,
+    not a load failure."""
     from medimg_bench.datasets.io import read_image
+    from medimg_bench.datasets.masks import PICTURE_SUFFIXES, decode_mask, read_stored
 
     try:
-        return read_image(path)
+        if str(path).lower().endswith(PICTURE_SUFFIXES):
+            stored = read_stored(path)
+            # classes unknown: one nonzero value is a binary mask (0/255 -> 0/1), more are labels
+            one = stored.colour or np.unique(stored.array[stored.array != 0]).size <= 1
+            encoding = "auto" if num_classes is not None or one else "label_map"
+            return decode_mask(stored, encoding=encoding, num_classes=num_classes), {"path": str(path), **stored.meta}
+        array, meta = read_image(path)
+        from medimg_bench.datasets.masks import check_label_map
+
+        return check_label_map(array, path, num_classes=num_classes), meta
     except Exception as exc:
         exc.stage = "target"  # type: ignore[attr-defined]
         raise

@@ -33,7 +33,6 @@ writes the ids it takes back into its next part (``retry``): reading the parts, 
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench._fs import atomic_path
 from medimg_bench.engine.partfile import Unencodable, freeze, read_part_file, write_part
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
@@ -67,9 +67,9 @@ def _cpu(value: Any) -> Any:
 _SEP = "\x1f"  # ASCII unit separator
 
 
-def _pack(values: list[Any]) -> Any:
+def pack(values: list[Any]) -> Any:
     """A list of strings as one joined string (pickling one object, not thousands); other lists
-    as they are. ``_unpack`` reverses it."""
+    as they are. ``unpack`` reverses it."""
     if values and set(map(type, values)) == {str}:
         joined = _SEP.join(values)
         if joined.count(_SEP) == len(values) - 1:  # no value contains the separator
@@ -77,13 +77,13 @@ def _pack(values: list[Any]) -> Any:
     return values
 
 
-def _unpack(value: Any) -> Any:
+def unpack(value: Any) -> Any:
     if isinstance(value, dict) and set(value) == {"strs", "n"}:
         return value["strs"].split(_SEP) if value["n"] else []
     if isinstance(value, dict) and set(value) == {"runs", "lengths"}:
-        return np.repeat(_objects(_unpack(value["runs"])), np.asarray(value["lengths"]))
+        return np.repeat(_objects(unpack(value["runs"])), np.asarray(value["lengths"]))
     if isinstance(value, dict) and set(value) == {"tile", "reps"}:
-        return np.tile(_objects(_unpack(value["tile"])), int(value["reps"]))
+        return np.tile(_objects(unpack(value["tile"])), int(value["reps"]))
     if isinstance(value, dict) and set(value) == {"cat", "sizes"}:
         return list(torch.split(value["cat"], value["sizes"]))
     return value
@@ -138,24 +138,24 @@ def _pack_shared(items: list[Any], memo: dict[tuple[Any, ...], Any]) -> Any:
 
 
 def _pack_items(items: list[Any]) -> Any:
-    """Per-batch tensors of one state as one tensor plus the split sizes (lossless: ``_unpack``
+    """Per-batch tensors of one state as one tensor plus the split sizes (lossless: ``unpack``
     gives back the same items), strings as one string, anything else as it is."""
     if items and type(items[0]) is str:
-        packed = _pack(items)
+        packed = pack(items)
         if not isinstance(packed, list):
             return packed
     items = _cpu(items)
     if (len(items) > 1 and all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in items)
             and len({(t.dtype, tuple(t.shape[1:])) for t in items}) == 1):
         return {"cat": torch.cat(items), "sizes": [int(t.shape[0]) for t in items]}
-    return _pack(items)
+    return pack(items)
 
 
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(d, Mapping):
         out: dict[str, Any] = {}
         for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
         if not d and prefix:
             out[prefix] = {}
         return out
@@ -178,7 +178,7 @@ def _compared(key: Mapping[str, Any]) -> dict[str, Any]:
 
 def _where(saved: Mapping[str, Any], now: Mapping[str, Any], diffs: Sequence[str]) -> str:
     """`` (files: option = path now, saved from path then; …)`` for the differing ``files`` fields."""
-    a, b = _flatten(saved.get(DISPLAY_ONLY) or {}), _flatten(now.get(DISPLAY_ONLY) or {})
+    a, b = flatten(saved.get(DISPLAY_ONLY) or {}), flatten(now.get(DISPLAY_ONLY) or {})
     fields = {d.split(": ", 1)[0].removeprefix("files.") for d in diffs if d.startswith("files.")}
     notes = [f"{f.split('.', 1)[-1] if f.startswith('task.') else f} = {b.get(f, '<not set>')!s}"
              + (f", saved from {a[f]!s}" if a.get(f) not in (None, b.get(f)) else "")
@@ -188,7 +188,7 @@ def _where(saved: Mapping[str, Any], now: Mapping[str, Any], diffs: Sequence[str
 
 def key_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """``["model.weights_sha256: saved '…', now '…'", …]`` for every field that differs."""
-    a, b = _flatten(saved), _flatten(now)
+    a, b = flatten(saved), flatten(now)
     diffs = []
     for k in sorted(set(a) | set(b)):
         if a.get(k, "<absent>") != b.get(k, "<absent>"):
@@ -274,7 +274,7 @@ class Checkpoint:
         self._check_layout()
         if not self.dir.is_dir():
             return None
-        for tmp in self.dir.glob(".part-*.tmp"):  # a save killed half-way: never read
+        for tmp in self.dir.glob(".part-*.tmp*"):  # a save killed half-way: never read
             tmp.unlink(missing_ok=True)
         parts = _numbered_parts(self.dir)
         if not parts:
@@ -324,7 +324,7 @@ class Checkpoint:
         """Record that everything held now is already on disk (after a resume)."""
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         for name, metric in metrics.items():
-            for s, red in metric._reductions.items():
+            for s, red in metric.state_reductions.items():
                 value = getattr(metric, s)
                 if red == "cat" and isinstance(value, list):
                     self._cat[(name, s)] = (len(value), id(value), id(value[-1]) if value else 0)
@@ -333,7 +333,7 @@ class Checkpoint:
         """``{state: ("append", new items) or ("replace", value)}`` since the last save; ``memo``
         is shared by the metrics of one part (see ``_pack_shared``)."""
         out: dict[str, Any] = {}
-        for s, red in metric._reductions.items():
+        for s, red in metric.state_reductions.items():
             value = getattr(metric, s)
             if red == "cat" and isinstance(value, list):
                 n0, list_id, last_id = self._cat.get((name, s), (0, id(value), 0))
@@ -374,24 +374,24 @@ class Checkpoint:
             "metrics": {name: self._metric_delta(name, m, memo) for name, m in metrics.items()},
         }
         if self._retry:
-            state["retry"] = _pack(list(self._retry))
+            state["retry"] = pack(list(self._retry))
         if unscored is not None:
             state["unscored"] = dict(unscored)
         n = self._n_part + 1
         path = self.dir / f"part-{n:06d}.safetensors"
-        tmp = self.dir / f".part-{n:06d}.{os.getpid()}.tmp"
+        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
+        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
         try:
-            write_part(state, tmp, frozen=self._frozen)
+            with atomic_path(path, fsync=False) as tmp:
+                write_part(state, tmp, frozen=self._frozen)
         except Unencodable:  # nothing written: this part as before, pickled tensors and plain data
             if unscored is not None and unscored.get("batches") is not None:
                 self._cat = cat_before  # the caller scores the pending batches and saves again
                 raise
             path = path.with_suffix(".pt")
-            torch.save(state, tmp)
+            with atomic_path(path, fsync=False) as tmp:
+                torch.save(state, tmp)
         self._n_part = n
-        # no fsync: a killed process leaves its page cache written; after a power loss a torn part
-        # fails to read, naming it (an fsync cost ~8 ms of wall time a part, docs/scale.md)
-        os.replace(tmp, path)
         self._saved = {"done": len(done), "records": len(records.chunks), "failures": len(failures)}
         self._retry = []
         return path
@@ -422,7 +422,7 @@ def _joined(records: Records, start: int) -> Records:
 
 
 def _packed_text(values: np.ndarray) -> dict[str, Any] | None:
-    """A text column (object array of strings) as ``_pack`` would store it, joined straight from
+    """A text column (object array of strings) as ``pack`` would store it, joined straight from
     the array; None when it holds anything but strings or a string holds the separator."""
     if values.dtype.kind != "O" or not len(values):
         return None
@@ -478,7 +478,7 @@ def _records_state(records: Records, start: int) -> list[dict[str, Any]]:
         text = {k: _text_column(v) for k, v in c.items()}
         other = [k for k, t in text.items() if t is None]
         enc = Records([{k: c[k] for k in other}]).to_state()[0] if other else {}
-        out.append({k: text[k] if text[k] is not None else _pack(enc[k]) if isinstance(enc[k], list) else enc[k]
+        out.append({k: text[k] if text[k] is not None else pack(enc[k]) if isinstance(enc[k], list) else enc[k]
                     for k in c})
     return out
 
@@ -495,17 +495,17 @@ class _Parts:
         self.unscored: list[dict[str, Any]] = []  # unscored predictions, one entry per part
 
     def add(self, state: Mapping[str, Any]) -> None:
-        again = set(_unpack(state.get("retry") or []))
+        again = set(unpack(state.get("retry") or []))
         if again:  # samples predicted again (retry_failed): their earlier outcome is void
             self.done = [sid for sid in self.done if sid not in again]
             self.failures = [f for f in self.failures if f["id"] not in again]
-        self.done.extend(_unpack(state["done"]))
-        self.chunks.extend({k: _unpack(v) for k, v in c.items()} for c in state["records"])
+        self.done.extend(unpack(state["done"]))
+        self.chunks.extend({k: unpack(v) for k, v in c.items()} for c in state["records"])
         self.failures.extend(state["failures"])
         for name, delta in state["metrics"].items():
             mine = self.metrics.setdefault(name, {})
             for s, (kind, value) in delta.items():
-                value = _unpack(value)
+                value = unpack(value)
                 if kind == "append":
                     mine.setdefault(s, []).extend(value)
                 else:  # "replace": a full list, or a fixed-size state
@@ -532,7 +532,7 @@ def restore_metrics(metrics: Mapping[str, Metric], saved: Mapping[str, Mapping[s
     if missing:
         raise ValueError(f"checkpoint has no state for metric(s) {missing}")
     for name, metric in metrics.items():
-        for state, value in saved[name].items():
-            if state not in metric._defaults:
-                raise ValueError(f"checkpoint state {state!r} is not a state of metric {name!r}")
-            setattr(metric, state, list(value) if isinstance(value, list) else value)
+        unknown = sorted(set(saved[name]) - set(metric.state_reductions))
+        if unknown:
+            raise ValueError(f"checkpoint state {unknown[0]!r} is not a state of metric {name!r}")
+        metric.load_state({**metric.state_dict(), **saved[name]})

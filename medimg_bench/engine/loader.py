@@ -13,12 +13,12 @@ from medimg_bench.sample import collate
 __all__ = ["make_loader", "split_collate", "sample_ids", "InProcessBatches"]
 
 
-class _Failure(dict):
+class Failure(dict):
     """Marker for a sample that could not be loaded."""
 
 
-class _SafeDataset(torch.utils.data.Dataset):
-    """Returns a :class:`_Failure` instead of raising, so one bad file cannot stop the loader."""
+class SafeDataset(torch.utils.data.Dataset):
+    """Returns a :class:`Failure` instead of raising, so one bad file cannot stop the loader."""
 
     def __init__(self, dataset: Any, fail_fast: bool) -> None:
         self.dataset = dataset
@@ -49,11 +49,11 @@ class _SafeDataset(torch.utils.data.Dataset):
             out.extend(self[i] for i in indices[j + 1:])
         return out
 
-    def _failure(self, index: int, exc: Exception) -> _Failure:
+    def _failure(self, index: int, exc: Exception) -> Failure:
         if self.fail_fast:
             raise exc
         # a dataset may tag its errors (``exc.stage = "target"`` for an unreadable label)
-        return _Failure(id=self._sid(index), stage=str(getattr(exc, "stage", "load")),
+        return Failure(id=self._sid(index), stage=str(getattr(exc, "stage", "load")),
                         error=f"{type(exc).__name__}: {exc}")
 
 
@@ -84,8 +84,8 @@ class InProcessBatches:
 
 def split_collate(items: Sequence[Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """``(batch of the samples that loaded or None, failure records of the others)``."""
-    ok = [s for s in items if not isinstance(s, _Failure)]
-    failed = [dict(s) for s in items if isinstance(s, _Failure)]
+    ok = [s for s in items if not isinstance(s, Failure)]
+    failed = [dict(s) for s in items if isinstance(s, Failure)]
     return (collate(ok) if ok else None), failed
 
 
@@ -106,7 +106,7 @@ def make_loader(
     pinned memory, else :class:`InProcessBatches`) and ``refetch(n)``: its
     ``n``-th batch (from 1) loaded again, the samples that load (deferred scoring needs it); given
     a list of ids instead of ``n``, those samples (predictions a checkpoint held unscored)."""
-    safe = _SafeDataset(dataset, fail_fast)
+    safe = SafeDataset(dataset, fail_fast)
     positions = indices if indices is not None else range(len(dataset))
     loader: Any
     if num_workers == 0 and not pin_memory:

@@ -53,29 +53,31 @@ BLOCK_ELEMENTS = 32767
 DROP_KEYS = frozenset({"image"})
 
 
-def rowwise_task(task: Task) -> bool:
-    """True when ``task.metric_inputs`` and ``task.sample_records`` on several batches
-    concatenated equal their per-batch results concatenated, so scoring may be deferred. A task
-    says so with a ``rowwise = True`` attribute; the classification task's own methods are
-    known to be row-wise."""
-    flag = getattr(task, "rowwise", None)
-    if flag is not None:
-        return bool(flag)
+#: the methods a task scores with (the classification task's own are known to be row-wise)
+_SCORING = ("score", "metric_inputs", "sample_records")
+
+
+def _classification_scoring(task: Task) -> bool:
     from medimg_bench.tasks.classification import ClassificationTask
 
     cls = type(task)
-    return all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
+    return all(getattr(cls, m) is getattr(ClassificationTask, m) for m in _SCORING)
+
+
+def rowwise_task(task: Task) -> bool:
+    """True when ``task.score`` on several batches concatenated equals its per-batch results
+    concatenated, so scoring may be deferred: the task's ``rowwise`` (``Task.rowwise``), or
+    when that is None, whether its scoring methods are the classification task's own."""
+    if task.rowwise is not None:
+        return bool(task.rowwise)
+    return _classification_scoring(task)
 
 
 def _outputs_read(task: Task) -> str | None:
     """The one model output a row-wise task reads when scoring (``probs`` for the classification
     task's own methods), or None (keep every output): the others need not wait for their
     block — the allocator reuses their memory at once, and checkpoint parts are smaller."""
-    from medimg_bench.tasks.classification import ClassificationTask
-
-    cls = type(task)
-    own = all(getattr(cls, m) is getattr(ClassificationTask, m) for m in ("metric_inputs", "sample_records"))
-    return "probs" if own else None
+    return "probs" if _classification_scoring(task) else None
 
 
 def _normal_mode() -> Any:
@@ -143,10 +145,11 @@ class BatchSteps:
             raise
 
     def score(self, batch: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
-        """Metric inputs, metric updates and records of ``batch`` (one batch or a block); on any
-        error the metrics are rolled back, nothing is recorded, and the error is raised."""
+        """Metric inputs and records of ``batch`` (one batch or a block, ``Task.score``), then the
+        metric updates; on any error the metrics are rolled back, nothing is recorded, and the
+        error is raised."""
         try:
-            preds, targets = self.task.metric_inputs(batch, outputs)  # type: ignore[arg-type]
+            preds, targets, rows = self.task.score(batch, outputs, classes=self.classes)  # type: ignore[arg-type]
         except Exception as exc:
             _staged("target", exc)
             raise
@@ -157,7 +160,6 @@ class BatchSteps:
                     metric.update(preds, targets, batch.get("meta"), ids=batch["id"])
                     if k in self.pending_restore and _move_restored(metric, self.pending_restore[k]):
                         del self.pending_restore[k]
-            rows = self.task.sample_records(batch, outputs, self.classes)  # type: ignore[arg-type]
         except Exception as exc:
             for k, m in self.metrics.items():
                 _restore(m, snaps[k])
@@ -497,22 +499,22 @@ def _pack_unscored(entries: Sequence[tuple[Any, dict[str, Any], dict[str, Any], 
 
 def _pack_list(values: list[Any]) -> Any:
     """A list column of pending batches as a part stores it: strings joined into one
-    (``checkpoint._pack``), empty dicts (samples without meta) as their count, else as it is
+    (``checkpoint.pack``), empty dicts (samples without meta) as their count, else as it is
     (walked by the part's encoder, which refuses what it cannot give back exactly)."""
-    from medimg_bench.engine.checkpoint import _pack
+    from medimg_bench.engine.checkpoint import pack
 
     if values and type(values[0]) is dict and len(set(map(type, values))) == 1 and not any(values):
         return {"empty_dicts": len(values)}
-    packed = _pack(values)
+    packed = pack(values)
     return packed if packed is not values else {"list": values}
 
 
 def _unpack_list(value: Any) -> list[Any]:
-    from medimg_bench.engine.checkpoint import _unpack
+    from medimg_bench.engine.checkpoint import unpack
 
     if "empty_dicts" in value:
         return [{} for _ in range(int(value["empty_dicts"]))]
-    return value["list"] if "list" in value else _unpack(value)
+    return value["list"] if "list" in value else unpack(value)
 
 
 def _split_unscored(saved: Mapping[str, Any]) -> list[tuple[None, dict[str, Any], dict[str, Any], frozenset[str]]]:
@@ -561,7 +563,7 @@ def _snapshot(metric: Metric) -> dict[str, Any]:
     """What a failed update must be rolled back to: the length of each ``cat`` list (no copy of
     the growing states) and a copy of the fixed-size tensor states."""
     snap: dict[str, Any] = {}
-    for k in metric._defaults:
+    for k in metric.state_reductions:
         v = getattr(metric, k)
         snap[k] = len(v) if isinstance(v, list) else (v.clone() if isinstance(v, torch.Tensor) else v)
     return snap

@@ -14,10 +14,11 @@ have written: the same per-sample table (bit for bit), summary and plots.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from medimg_bench._fs import atomic_path
 
 __all__ = ["save_shard_state", "load_shard_state", "merge_runs", "cli_main", "STATE_FILE"]
 
@@ -26,14 +27,6 @@ VERSION = 1
 # config keys that may differ between the shards of one evaluation
 _FREE_KEYS = ("shard", "output_dir", "run_name", "hydra", "resume", "overwrite", "progress", "max_failure_rate",
               "num_workers", "device", "checkpoint_every", "checkpoint_interval_s")
-
-
-def _cpu(value: Any) -> Any:
-    if hasattr(value, "detach"):
-        return value.detach().cpu()
-    if isinstance(value, list):
-        return [_cpu(v) for v in value]
-    return value
 
 
 def _plain(obj: Any) -> Any:
@@ -54,7 +47,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
     import torch
 
     from medimg_bench._secrets import redact_secrets, secret_values
-    from medimg_bench.engine.runner import _metric_settings
+    from medimg_bench.engine.plan import metric_settings
 
     parts = results.parts
     man = results.manifest
@@ -69,7 +62,7 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
             "dataset": man["dataset"]["fingerprint"], "n_samples": man["dataset"]["n_samples"],
             "task": results.task.name if results.task is not None else None,
             "model": man.get("model_fingerprint"),
-            "metrics": {k: _metric_settings(m) for k, m in sorted(results.metrics.items())},
+            "metrics": {k: metric_settings(m) for k, m in sorted(results.metrics.items())},
             **({"files": files} if files else {}),
         }), known),
         "classes": _plain(man["dataset"]["classes"]),
@@ -79,14 +72,13 @@ def save_shard_state(results: Any, run_dir: str | Path, *, config: Mapping[str, 
         "patients": dict(parts["patients"]),
         "subgroups": _plain(parts["subgroups"]),
         "settings": _plain(parts["settings"]),
-        "metrics": {k: {s: _cpu(getattr(m, s)) for s in m._defaults} for k, m in results.metrics.items()},
+        "metrics": {k: m.state_dict() for k, m in results.metrics.items()},
         "manifest": redact_secrets(_plain(man), known),
     }
     run_dir = Path(run_dir)
     path = run_dir / STATE_FILE
-    tmp = run_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:
+        torch.save(state, tmp)
     return path
 
 
@@ -107,9 +99,9 @@ def load_shard_state(run_dir: str | Path) -> dict[str, Any]:
 
 
 def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
-    flat = _flatten(config)
+    flat = flatten(config)
     return {k: v for k, v in flat.items() if k.split(".", 1)[0] not in _FREE_KEYS}
 
 
@@ -153,9 +145,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     """Merge the run directories of the shards of one evaluation into ``out``; returns the
     :class:`~medimg_bench.engine.results.Results` a single run would have given."""
     from medimg_bench.engine.results import Records, Results, build_samples_table
-    from medimg_bench.engine.runner import _reorder_states
-    from medimg_bench.engine.summary import summarize
-    from medimg_bench.metrics.base import _merge_states
+    from medimg_bench.engine.summary import exclusion_summary, summarize
     from medimg_bench.registry import create_task
 
     dirs = _expand(run_dirs)
@@ -176,10 +166,9 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
         raise ValueError(f"merge: the config's metrics {sorted(metrics)} are not those saved {sorted(ref['metrics'])}")
     order = {sid: i for i, sid in enumerate(ref["ids"])}
     for name, metric in metrics.items():
-        merged = _merge_states([st["metrics"][name] for st in states], metric._reductions)
-        for s, v in merged.items():
-            setattr(metric, s, v)
-        _reorder_states(metric, order)
+        metric.load_state(states[0]["metrics"][name])
+        metric.merge_state([st["metrics"][name] for st in states[1:]])
+        metric.reorder(order)
     records = Records.concat([Records.from_state(st["records"]) for st in states]).sorted_by(order)
     failures = sorted((f for st in states for f in st["failures"]), key=lambda f: order.get(f["id"], len(order)))
     patients = ref["patients"]
@@ -187,6 +176,7 @@ def merge_runs(run_dirs: Sequence[str | Path], out: str | Path, *, plots: bool =
     settings = ref["settings"]
     summary = summarize(metrics, samples, patients=patients, n_resamples=int(settings["n_resamples"]),
                         confidence=float(settings["confidence"]), seed=int(settings["seed"]))
+    summary.update(exclusion_summary((ref["manifest"].get("dataset") or {}).get("exclusions")))
     if ref["subgroups"]:
         from medimg_bench.engine.subgroups import subgroup_summary
 

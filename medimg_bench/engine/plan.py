@@ -64,7 +64,7 @@ def metric_settings(metric: Metric) -> str:
     """A metric's class and options (not its states): a checkpoint made with other settings
     must not be resumed."""
     opts = _key_options(metric, {k: v for k, v in vars(metric).items()
-                                 if k not in metric._defaults and not k.startswith("_")})
+                                 if k not in metric.state_reductions and not k.startswith("_")})
     return f"{type(metric).__name__}{sorted((k, stable_repr(v)) for k, v in opts.items())}"
 
 

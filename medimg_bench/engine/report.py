@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["summary_table", "subgroup_table", "print_summary", "empty_classes", "class_notes"]
+__all__ = ["summary_table", "subgroup_table", "print_summary", "print_exclusions", "empty_classes", "class_notes"]
 
 
 def _fmt(v: Any) -> str:
@@ -55,7 +55,8 @@ def summary_table(results: Any) -> Any:
     show_class = any(_class_label(m.get("per_class", {}), c) for m in metrics.values() for c in m.get("per_class", {}))
     hidden = set(empty_classes(results))
     one = _n_patients(results) == 1
-    table = Table(title=f"{results.name} — {s.get('n_samples', 0)} samples, {s.get('n_failed', 0)} failed")
+    excluded = f", {s['n_excluded']} excluded" if s.get("n_excluded") else ""
+    table = Table(title=f"{results.name} — {s.get('n_samples', 0)} samples, {s.get('n_failed', 0)} failed{excluded}")
     for col in ("metric", "class", "value", f"{pct}% CI", "n"):
         if col != "class" or show_class:
             table.add_column(col, justify="right" if col in ("value", "n") else "left")
@@ -144,3 +145,19 @@ def print_summary(results: Any, console: Any = None) -> None:
     failed = results.samples[results.samples["status"] == "failed"]
     for _, row in failed.drop_duplicates("id").head(10).iterrows():
         console.print(f"[red]failed[/red] {row['id']}: {row['error']}")
+    print_exclusions(results.summary, console)
+
+
+def print_exclusions(summary: Any, console: Any, *, limit: int = 10) -> None:
+    """One line counting the items the layout lists that are not samples (``n_excluded``), then
+    the first ``limit`` with their file and reason; nothing when there are none."""
+    from rich.markup import escape
+
+    rows = summary.get("exclusions") or []
+    if not summary.get("n_excluded"):
+        return
+    console.print(f"[yellow]{summary['n_excluded']} item(s) of the layout excluded[/yellow] (not samples; "
+                  "summary.json 'exclusions', report.html)")
+    for e in rows[:limit]:
+        where = f" ({e['file']})" if e.get("file") else ""
+        console.print(f"[yellow]excluded[/yellow] {escape(str(e['id']))}{escape(where)}: {escape(str(e['reason']))}")

@@ -255,11 +255,11 @@ def environment_info() -> dict[str, Any]:
             "pid": os.getpid()}
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, np.generic):
@@ -316,19 +316,17 @@ class Results:
         if answers is not None:  # generative runs: how many answers the response cache served
             self.summary.update(answers)
             self.manifest.update(answers)
-        summary = redact_secrets(_jsonable(self.summary), known)
+        summary = redact_secrets(jsonable(self.summary), known)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         manifest = {**self.manifest, "environment": environment_info()}
-        notes = getattr(self.task, "manifest_notes", None)
-        if callable(notes):  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
-            manifest.update(redact_secrets(notes()))
+        if self.task is not None:  # task-level facts to pin (vqa: the judge's identity, the volume sampling)
+            manifest.update(redact_secrets(self.task.manifest_notes()))
         if config is not None:
             manifest["config"] = config
-        manifest = redact_secrets(_jsonable(manifest), known)
+        manifest = redact_secrets(jsonable(manifest), known)
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        write_outputs = getattr(self.task, "write_outputs", None)
-        if callable(write_outputs):  # task-level files (vqa: submission.tsv, per_category.csv)
-            write_outputs(self, run_dir)
+        if self.task is not None:  # task-level files (vqa: submission.tsv, per_category.csv)
+            self.task.write_outputs(self, run_dir)
         if plots and self.task is not None:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from medimg_bench.engine.loader import (  # noqa: F401  (imported from here by tests)
-    _Failure,
-    _SafeDataset,
+    Failure,
+    SafeDataset,
     make_loader,
     sample_ids,
     split_collate,
@@ -42,7 +42,7 @@ from medimg_bench.engine.plan import (
     shard_of,
 )
 from medimg_bench.engine.results import EvaluationFailed, Records, Results, build_samples_table
-from medimg_bench.engine.summary import summarize
+from medimg_bench.engine.summary import exclusion_summary, summarize
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_task
 from medimg_bench.tasks.base import Task
@@ -192,6 +192,8 @@ def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metr
     _check_model_agrees(model, task, dataset)
     model.to(device)
     model.eval()
+    if getattr(model, "needs_pixels", True) is False and hasattr(dataset, "skip_pixels"):
+        dataset.skip_pixels()  # the adapter declares it reads no pixel (stored predictions)
     if hasattr(model, "bind_dataset"):  # model=predictions: score columns matched to these classes
         model.bind_dataset(dataset)
     clock = _Clock.begin()
@@ -263,7 +265,7 @@ def gather(state: RunState, metrics: Mapping[str, Metric], plan: SamplePlan, dat
     if plan.world_size > 1 or state.retried:  # results equal a single-process run exactly
         state.records = state.records.sorted_by(order)
         for metric in metrics.values():
-            _reorder_states(metric, order)
+            metric.reorder(order)
 
 
 def summarize_run(
@@ -274,6 +276,7 @@ def summarize_run(
     summary = summarize(metrics, samples, patients=patients, **options.bootstrap)
     if getattr(dataset, "dropped", None):  # rows the loader dropped on request, by reason
         summary["n_dropped"] = dict(dataset.dropped)
+    summary.update(exclusion_summary(dataset))  # items the layout lists that are not samples
     subgroup_map: dict[str, dict[str, str]] = {}
     if options.subgroups:
         from medimg_bench.engine.subgroups import subgroup_labels, subgroup_summary
@@ -327,7 +330,12 @@ def _manifest(run: _Run) -> dict[str, Any]:
             "identity": run.identity.data,  # manifest, file contents and options (datasets/base.py)
             "classes": list(classes) if classes else None,
             "classes_note": getattr(dataset, "classes_note", None),  # e.g. nifti_pairs label_<k>
+            # root=hf://…: repository, revision, commit and SHA-256 of every file (medimg_bench/hub.py)
+            "source": getattr(dataset, "hub_source", None),
             "dropped": dict(getattr(dataset, "dropped", None) or {}),  # e.g. on_missing_label=skip
+            "exclusions": exclusion_summary(dataset)["exclusions"],  # a merge of shards keeps them
+            # the label file's release and digests where a loader reads one of several (nih_cxr14)
+            "label_release": getattr(dataset, "label_release", None),
         },
         "device": _device_name(run.device),
         "amp": options.amp,
@@ -349,30 +357,6 @@ def _manifest(run: _Run) -> dict[str, Any]:
         failed = {f["id"] for f in state.failures}
         manifest["retried"] = {"n": len(state.retried), "recovered": sum(sid not in failed for sid in state.retried)}
     return manifest
-
-
-def _reorder_states(metric: Metric, order: dict[str, int]) -> None:
-    """Sort a metric's per-sample ``cat`` states into dataset order (after a distributed sync)."""
-    ids = list(metric.ids)
-    perm = sorted(range(len(ids)), key=lambda i: order.get(ids[i], len(order)))
-    if perm == list(range(len(ids))):
-        return
-    index = torch.as_tensor(perm, dtype=torch.long)
-    for name, reduction in metric._reductions.items():
-        value = getattr(metric, name)
-        if reduction != "cat" or not value:
-            continue
-        if name == "ids" or (len(value) == len(ids) and not isinstance(value[0], torch.Tensor)):
-            setattr(metric, name, [value[i] for i in perm])
-            continue
-        try:
-            flat = torch.cat([v if v.ndim else v[None] for v in value])
-        except RuntimeError:  # per-sample tensors of different shapes
-            flat = None
-        if flat is not None and flat.shape[0] == len(ids):
-            setattr(metric, name, [flat[index.to(flat.device)]])
-        elif len(value) == len(ids):
-            setattr(metric, name, [value[i] for i in perm])
 
 
 def _patients(dataset: Any) -> dict[str, str]:

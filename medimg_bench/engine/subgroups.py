@@ -74,7 +74,7 @@ def _group_cis(
 ) -> dict[str, tuple[float, float, str | None]]:
     """Per group: (low, high, note) of the bootstrap CI of the group's macro mean, resampling
     the group's patients (each sample its own patient when it has none)."""
-    from medimg_bench.engine.summary import _bootstrap
+    from medimg_bench.engine.summary import bootstrap
 
     out: dict[str, tuple[float, float, str | None]] = {}
     for group in report.per_group:
@@ -82,7 +82,7 @@ def _group_cis(
         if idx.size < min_group_size or math.isnan(report.per_group[group]):
             continue
         clusters = [patients.get(ids[i], ids[i]) for i in idx]
-        ci = _bootstrap("mean", v[idx], None, clusters, n_resamples, confidence, seed)
+        ci = bootstrap("mean", v[idx], None, clusters, n_resamples, confidence, seed)
         out[str(group)] = (float(ci.low[-1]), float(ci.high[-1]), ci.note)
     return out
 

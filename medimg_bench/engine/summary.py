@@ -16,7 +16,17 @@ import torch
 from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.stats import bootstrap_cis
 
-__all__ = ["summarize", "metric_value_tables"]
+__all__ = ["summarize", "metric_value_tables", "exclusion_summary"]
+
+
+def exclusion_summary(exclusions: Any) -> dict[str, Any]:
+    """``{"n_excluded", "exclusions"}`` of ``summary.json``: the items the dataset's layout lists
+    that are not samples (``dataset.exclusions``: ``{"id", "file", "reason"}`` each), counted
+    and listed, so nothing leaves a test set unseen. ``exclusions`` may be a dataset or the list."""
+    items = getattr(exclusions, "exclusions", exclusions) or []
+    rows = [{"id": str(e.get("id", "")), "file": str(e.get("file") or ""), "reason": str(e.get("reason", ""))}
+            for e in items]
+    return {"n_excluded": len(rows), "exclusions": rows}
 
 
 def metric_value_tables(metric: Metric) -> dict[str, tuple[list[str], torch.Tensor]]:
@@ -111,7 +121,7 @@ class _Interval:
     note: str | None = None
 
 
-def _bootstrap(
+def bootstrap(
     metric_fn: Any, pred: Any, target: Any, groups: list[str] | None,
     n_resamples: int, confidence: float, seed: int,
 ) -> _Interval:
@@ -123,7 +133,7 @@ def _bootstrap(
 def _bootstraps(
     items: list[tuple[Any, Any, Any]], groups: list[str] | None, n_resamples: int, confidence: float, seed: int,
 ) -> list[_Interval]:
-    """:func:`_bootstrap` of several ``(metric_fn, pred, target)`` of the same samples, in one
+    """:func:`bootstrap` of several ``(metric_fn, pred, target)`` of the same samples, in one
     pass over the same resamples (``bootstrap_cis``)."""
     n_clusters = len(set(groups)) if groups is not None else int(items[0][1].shape[0])
     if n_clusters >= 2 and n_resamples > 0:
@@ -182,7 +192,7 @@ def _per_sample_summary(
         return res
 
     # "mean" keeps bootstrap_ci on its vectorised path (resample weights × values)
-    ci = _bootstrap("mean", v, None, _groups(ids, patients), n_resamples, confidence, seed)
+    ci = bootstrap("mean", v, None, _groups(ids, patients), n_resamples, confidence, seed)
     if ci.note:
         res["note"] = ci.note
     for j, cname in enumerate(names):

@@ -184,7 +184,7 @@ class ClusterProduct:
 
 def average_rows(values: torch.Tensor, support: torch.Tensor | None, average: str | None,
                  kind: str) -> torch.Tensor:
-    """Row-wise form of ``classification._average``: ``values`` (b, L) → (b, L) or (b, 1)."""
+    """Row-wise form of ``classification.average_values``: ``values`` (b, L) → (b, L) or (b, 1)."""
     if average is None:
         return values[:, :1] if kind == "binary" else values
     defined = ~values.isnan()

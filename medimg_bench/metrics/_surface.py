@@ -91,7 +91,7 @@ def _neighbour_codes(padded: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _surfel_table(spacing: tuple[float, ...]) -> np.ndarray:
+def surfel_table(spacing: tuple[float, ...]) -> np.ndarray:
     """Code → surfel area (3D, mm²) or contour length (2D, mm), DeepMind's lookup tables."""
     try:
         from surface_distance import lookup_tables
@@ -139,7 +139,7 @@ def class_surface_distances(
         full = np.uint8(2 ** (2**pred.ndim) - 1)
         sp = (cp != 0) & (cp != full)
         st = (ct != 0) & (ct != full)
-        table = _surfel_table(tuple(float(s) for s in spacing))
+        table = surfel_table(tuple(float(s) for s in spacing))
         wp, wt = table[cp[sp]], table[ct[st]]
     else:
         raise ValueError(f"unknown surface definition {surface!r}; expected 'edge' or 'surfel'")

@@ -36,16 +36,16 @@ from medimg_bench.metrics import _minplus_triton
 from medimg_bench.metrics._surface import (
     DistanceRules,
     SurfaceDistances,
-    _surfel_table,
     distance_metric_value,
+    surfel_table,
 )
 from medimg_bench.metrics._surface_torch import (
     CHUNK_BYTES,
     CPU_CHUNK_BYTES,
-    _edges,
-    _min_plus,
-    _neighbour_codes,
+    edges,
     first_axis_pass,
+    min_plus,
+    neighbour_codes,
     other_axes_passes,
 )
 
@@ -398,11 +398,11 @@ def _group_surfaces(items: list[Item], shape: tuple[int, ...], spacing: tuple[fl
     ps, ts = _stack(items, one_hot, shape)
     clock("stack")
     if surface == "edge":
-        return _edges(ps, lead=1), _edges(ts, lead=1), None, None
-    cp, ct = _neighbour_codes(ps, lead=1), _neighbour_codes(ts, lead=1)
+        return edges(ps, lead=1), edges(ts, lead=1), None, None
+    cp, ct = neighbour_codes(ps, lead=1), neighbour_codes(ts, lead=1)
     full = 2 ** (2 ** len(shape)) - 1
     sp, st = (cp != 0) & (cp != full), (ct != 0) & (ct != full)
-    table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(sp.device)
+    table = torch.from_numpy(surfel_table(tuple(float(s) for s in spacing))).to(sp.device)
     return sp, st, table[cp[sp].long()], table[ct[st].long()]
 
 
@@ -422,7 +422,7 @@ def _group_squared_distances(sp: torch.Tensor, st: torch.Tensor, spacing: tuple[
     if sp.ndim == 4:
         # the middle axis over the whole stack, the last one only where it is read: at the points
         # of the other surface (a tenth of the volume's work for that pass, no readout copy)
-        g = _min_plus(g, 2, coords[1], chunk_bytes, win[1])
+        g = min_plus(g, 2, coords[1], chunk_bytes, win[1])
         d2_pt = _last_axis_at(g, qp, 0, coords[2], win[2], chunk_bytes)
         d2_tp = _last_axis_at(g, qt, b, coords[2], win[2], chunk_bytes)
     else:

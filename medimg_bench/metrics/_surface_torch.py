@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics import _minplus_triton
-from medimg_bench.metrics._surface import SurfaceDistances, _surfel_table
+from medimg_bench.metrics._surface import SurfaceDistances, surfel_table
 
 __all__ = [
     "CHUNK_BYTES",
@@ -54,7 +54,7 @@ def _pad(mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _edges(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
+def edges(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
     """Voxels of the un-padded mask with a face neighbour outside it: ``m & ~erode(m)``.
 
     The erosion with the cross (4/6-neighbour) structuring element is the AND of the mask's
@@ -73,7 +73,7 @@ def _edges(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
     return core & ~eroded
 
 
-def _neighbour_codes(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
+def neighbour_codes(padded: torch.Tensor, lead: int = 0) -> torch.Tensor:
     """The 2^d neighbourhood code (uint8) of every corner point, in DeepMind's bit order (the
     first ``lead`` axes are batch axes)."""
     nd = padded.ndim - lead
@@ -172,7 +172,7 @@ def _directed(src: torch.Tensor, on_other: torch.Tensor, dst: torch.Tensor,
     return out
 
 
-def _min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
+def min_plus(g: torch.Tensor, axis: int, coord: torch.Tensor, chunk_bytes: int,
               window: int | None = None) -> torch.Tensor:
     """``out[.., x, ..] = min_y g[.., y, ..] + (coord[x] − coord[y])²`` along ``axis`` (≥ 2 of a
     contiguous ``(B, n0, ...)`` tensor), over all ``y`` or, with ``window``, over
@@ -235,7 +235,7 @@ def other_axes_passes(g: torch.Tensor, coords: list[torch.Tensor], *, chunk_byte
     """The min-plus passes of :func:`squared_edt` after the first axis (``g`` may be updated in
     place)."""
     for k in range(1, g.ndim - 1):
-        g = _min_plus(g, k + 1, coords[k], chunk_bytes, None if window is None else window[k])
+        g = min_plus(g, k + 1, coords[k], chunk_bytes, None if window is None else window[k])
     return g
 
 
@@ -260,13 +260,13 @@ def _surfaces(pred: torch.Tensor, target: torch.Tensor, spacing: tuple[float, ..
     """Surface masks of both (on the voxel or the corner grid) and their weights (None: all 1)."""
     pp, pt = _pad(pred.bool()), _pad(target.bool())
     if surface == "edge":
-        return _edges(pp), _edges(pt), None, None
+        return edges(pp), edges(pt), None, None
     if surface == "surfel":
-        cp, ct = _neighbour_codes(pp), _neighbour_codes(pt)
+        cp, ct = neighbour_codes(pp), neighbour_codes(pt)
         full = 2 ** (2**pred.ndim) - 1
         sp = (cp != 0) & (cp != full)
         st = (ct != 0) & (ct != full)
-        table = torch.from_numpy(_surfel_table(tuple(float(s) for s in spacing))).to(pred.device)
+        table = torch.from_numpy(surfel_table(tuple(float(s) for s in spacing))).to(pred.device)
         return sp, st, table[cp[sp].long()], table[ct[st].long()]
     raise ValueError(f"unknown surface definition {surface!r}; expected 'edge' or 'surfel'")
 

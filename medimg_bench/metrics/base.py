@@ -148,6 +148,53 @@ class Metric:
             return default.detach().clone()
         return default
 
+    @property
+    def state_reductions(self) -> Mapping[str, str]:
+        """``{state name: reduction}`` of every declared state (read-only), ``ids`` first."""
+        return MappingProxyType(self._reductions)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every declared state, on the CPU, as new lists / tensors (``"cat"`` states as lists of
+        their items): what a checkpoint or a shard keeps and :meth:`load_state` takes back."""
+        return {k: _to_cpu(getattr(self, k)) for k in self._defaults}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Replace every state by ``state``'s (a :meth:`state_dict`); ``ValueError`` on a name
+        the metric does not declare or a declared state missing."""
+        unknown = sorted(set(state) - set(self._defaults))
+        if unknown:
+            raise ValueError(f"{self.name}: {unknown} are not states of this metric "
+                             f"(its states: {sorted(self._defaults)})")
+        missing = sorted(set(self._defaults) - set(state))
+        if missing:
+            raise ValueError(f"{self.name}: the saved state lacks {missing}")
+        for k, v in state.items():
+            setattr(self, k, list(v) if self._reductions[k] == "cat" else v)
+        self._synced_backup = None
+
+    def merge_state(self, other: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Merge the state of other metric(s) of the same settings into this one, as the
+        processes of a distributed run are merged: ``"cat"`` states concatenated in order (this
+        metric's first) with samples whose id was already seen dropped, the others reduced."""
+        others = [other] if isinstance(other, Mapping) else list(other)
+        merged = _merge_states([{k: getattr(self, k) for k in self._defaults}, *others], self._reductions)
+        for k, v in merged.items():
+            setattr(self, k, v)
+
+    def reorder(self, order: Mapping[str, int] | Sequence[str]) -> None:
+        """Sort the per-sample ``"cat"`` states into ``order`` (ids in order, or ``{id:
+        position}``); ids ``order`` lacks go last, in their present order."""
+        if not isinstance(order, Mapping):
+            order = {sid: i for i, sid in enumerate(order)}
+        ids = list(self.ids)
+        perm = sorted(range(len(ids)), key=lambda i: order.get(ids[i], len(order)))
+        if perm == list(range(len(ids))):
+            return
+        for name, reduction in self._reductions.items():
+            value = getattr(self, name)
+            if reduction == "cat" and value:
+                setattr(self, name, _permuted(value, perm, name == "ids"))
+
     def reset(self) -> None:
         """Forget everything seen so far."""
         for name, default in self._defaults.items():
@@ -213,12 +260,10 @@ class Metric:
             return
         self._synced_backup = {k: getattr(self, k) for k in self._defaults}
         world = dist.get_world_size(group)
-        local = {k: _to_cpu(getattr(self, k)) for k in self._defaults}
         gathered: list[dict[str, Any]] = [None] * world  # type: ignore[list-item]
-        dist.all_gather_object(gathered, local, group=group)
-        merged = _merge_states(gathered, self._reductions)
-        for k, v in merged.items():
-            setattr(self, k, v)
+        dist.all_gather_object(gathered, self.state_dict(), group=group)
+        self.load_state(gathered[0])
+        self.merge_state(gathered[1:])
 
     def unsync(self) -> None:
         """Restore the local states saved by :meth:`sync`."""
@@ -232,10 +277,28 @@ class Metric:
 
 
 def _to_cpu(value: Any) -> Any:
+    """``value`` with every tensor (in lists too) detached on the CPU; lists are new lists."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
     if isinstance(value, list):
         return [_to_cpu(v) for v in value]
+    return value
+
+
+def _permuted(value: list[Any], perm: list[int], is_ids: bool) -> list[Any]:
+    """A ``"cat"`` state's items in the order ``perm`` of its samples: one item per sample, or
+    per-batch tensors concatenated and indexed (one tensor); left as it is when not per-sample."""
+    n = len(perm)
+    if is_ids or (len(value) == n and not isinstance(value[0], torch.Tensor)):
+        return [value[i] for i in perm]
+    try:
+        flat = torch.cat([v if v.ndim else v[None] for v in value])
+    except (RuntimeError, TypeError, AttributeError):  # per-sample items of different shapes / kinds
+        flat = None
+    if flat is not None and flat.shape[0] == n:
+        return [flat[torch.as_tensor(perm, dtype=torch.long, device=flat.device)]]
+    if len(value) == n:
+        return [value[i] for i in perm]
     return value
 
 

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics.classification import (
-    _average,
-    _check_average,
-    _label_names,
-    _ScoreMetric,
+    ScoreMetric,
+    average_values,
+    check_average,
+    label_names,
     prepare_inputs,
 )
 from medimg_bench.registry import register_metric
@@ -145,7 +145,7 @@ def expected_calibration_error(
     """
     if norm not in ("l1", "max"):
         raise ValueError(f"norm must be 'l1' or 'max', got {norm!r}")
-    _check_average(average)
+    check_average(average)
     if average == "micro":
         raise ValueError("expected_calibration_error has no micro average")
     diagram = reliability_diagram(pred, target, n_bins=n_bins, from_logits=from_logits, normalize=normalize)
@@ -153,15 +153,15 @@ def expected_calibration_error(
     per = _ece_from_bins(count, diagram["confidence"].nan_to_num() * count,
                          diagram["accuracy"].nan_to_num() * count, norm)
     if per.isnan().any():
-        warnings.warn(f"ece undefined (no labelled sample) for label(s) {_label_names(per.isnan())}; NaN, "
+        warnings.warn(f"ece undefined (no labelled sample) for label(s) {label_names(per.isnan())}; NaN, "
                       "left out of averages", stacklevel=2)
     if per.numel() == 1 and diagram["kind"] != "multilabel":
         return per[0]
-    return _average(per, diagram["support"], average, "multilabel")
+    return average_values(per, diagram["support"], average, "multilabel")
 
 
 @register_metric("ece", tags=("classification",))
-class ECE(_ScoreMetric):
+class ECE(ScoreMetric):
     """Stateful expected calibration error; see :func:`expected_calibration_error`."""
 
     name = "ece"

@@ -108,7 +108,7 @@ def _binary_values(y: torch.Tensor) -> bool:
     return bool(((y == 0) | (y == 1) | y.isnan()).all())
 
 
-def _check_average(average: str | None) -> None:
+def check_average(average: str | None) -> None:
     if average not in _AVERAGES:
         raise ValueError(f"average must be one of None, 'macro', 'micro', 'weighted'; got {average!r}")
 
@@ -119,7 +119,7 @@ _LABEL_NAMES: contextvars.ContextVar[Sequence[str] | None] = contextvars.Context
 )
 
 
-def _label_names(mask: torch.Tensor) -> list[Any]:
+def label_names(mask: torch.Tensor) -> list[Any]:
     """Names (or indices) of the labels where ``mask`` is true."""
     idx = mask.reshape(-1).nonzero().flatten().tolist()
     names = _LABEL_NAMES.get()
@@ -131,11 +131,11 @@ def _label_names(mask: torch.Tensor) -> list[Any]:
 def _warn_undefined(values: torch.Tensor, metric: str, why: str) -> None:
     undefined = values.isnan()
     if undefined.any():
-        warnings.warn(f"{metric} undefined ({why}) for label(s) {_label_names(undefined)}; NaN, "
+        warnings.warn(f"{metric} undefined ({why}) for label(s) {label_names(undefined)}; NaN, "
                       "left out of averages", stacklevel=3)
 
 
-def _average(values: torch.Tensor, support: torch.Tensor | None, average: str | None, kind: str) -> torch.Tensor:
+def average_values(values: torch.Tensor, support: torch.Tensor | None, average: str | None, kind: str) -> torch.Tensor:
     """Reduce per-label ``values`` (L,): ``None`` keeps them, macro/weighted skip NaN labels.
     ``values`` (b, L) (one row per bootstrap resample) gives (b, L) or (b, 1)."""
     if values.ndim == 2:
@@ -336,7 +336,7 @@ def _flatten_micro(s: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def _ranking(pred: Any, target: Any, average: str | None, fn: Any, name: str, why: str) -> torch.Tensor:
-    _check_average(average)
+    check_average(average)
     s, y, kind = prepare_inputs(pred, target)
     if average == "micro":
         out = fn(*_flatten_micro(s, y))
@@ -345,7 +345,7 @@ def _ranking(pred: Any, target: Any, average: str | None, fn: Any, name: str, wh
     per_label = fn(s, y)
     _warn_undefined(per_label, name, why)
     support = (y == 1).sum(0) if average == "weighted" else None
-    return _average(per_label, support, average, kind)
+    return average_values(per_label, support, average, kind)
 
 
 def auroc(pred: Any, target: Any, *, average: str | None = "macro") -> torch.Tensor:
@@ -373,7 +373,7 @@ average_precision = auprc
 def _operating_point(pred: Any, target: Any, level: float, fixed: str, average: str | None) -> torch.Tensor:
     if not 0 <= level <= 1:
         raise ValueError(f"{fixed} must be in [0, 1], got {level}")
-    _check_average(average)
+    check_average(average)
     if average in ("micro", "weighted"):
         raise ValueError(f"average must be None or 'macro' for operating points, got {average!r}")
     s, y, kind = prepare_inputs(pred, target)
@@ -391,7 +391,7 @@ def _operating_point(pred: Any, target: Any, level: float, fixed: str, average: 
     defined = _to_tensor((g["label_pos"] > 0) & (g["label_neg"] > 0), s.device).bool()
     best = torch.where(defined, best, float("nan"))
     _warn_undefined(best, f"{'sensitivity' if fixed == 'specificity' else 'specificity'}_at_{fixed}", "only one class present")
-    return _average(best, (y == 1).sum(0), average, kind)
+    return average_values(best, (y == 1).sum(0), average, kind)
 
 
 def sensitivity_at_specificity(
@@ -468,7 +468,7 @@ def weighted_ranking(
     """
     if metric not in ("auroc", "auprc"):
         raise ValueError(f"metric must be 'auroc' or 'auprc', got {metric!r}")
-    _check_average(average)
+    check_average(average)
     s, y, kind = prepare_inputs(pred, target)
     w = as_tensor(weights, name="weights").to(device=s.device, dtype=torch.float64)
     if w.ndim != 2 or w.shape[1] != s.shape[0]:
@@ -558,7 +558,7 @@ def _warn_zero_division(den: torch.Tensor, metric: str, why: str, zero_division:
     zero = den.reshape(-1) == 0
     if zero.any():
         value = "NaN, left out of averages" if zero_division != zero_division else f"set to {zero_division}"
-        warnings.warn(f"{metric} undefined ({why}) for label(s) {_label_names(zero)}; {value}",
+        warnings.warn(f"{metric} undefined ({why}) for label(s) {label_names(zero)}; {value}",
                       stacklevel=5)
 
 
@@ -575,12 +575,12 @@ def _counted_value(c: dict[str, Any], metric: str, *, average: str | None, zero_
     per_label = _ratio(num, den, zero_division)
     if average == "micro":
         return per_label
-    return _average(per_label, c["tp"] + c["fn"], average, c["kind"])
+    return average_values(per_label, c["tp"] + c["fn"], average, c["kind"])
 
 
 def _counted(pred: Any, target: Any, metric: str, *, threshold: float, average: str | None,
              zero_division: float) -> torch.Tensor:
-    _check_average(average)
+    check_average(average)
     c = confusion_counts(pred, target, threshold=threshold)
     return _counted_value(c, metric, average=average, zero_division=zero_division)
 
@@ -652,7 +652,7 @@ def accuracy(
     accuracy). Per label (``None``/macro/weighted): multi-label = accuracy of each label,
     multi-class = recall of each class (the torchmetrics convention).
     """
-    _check_average(average)
+    check_average(average)
     return _accuracy_value(confusion_counts(pred, target, threshold=threshold), average)
 
 
@@ -666,7 +666,7 @@ def _accuracy_value(c: dict[str, Any], average: str | None, warn: bool = True) -
         if warn:
             _warn_zero_division(c["tp"] + c["fn"], "accuracy (class recall)", "no sample of the class",
                                 float("nan"))
-        return _average(_sens(c, float("nan")), c["tp"] + c["fn"], average, c["kind"])
+        return average_values(_sens(c, float("nan")), c["tp"] + c["fn"], average, c["kind"])
     total = c["tp"] + c["tn"] + c["fp"] + c["fn"]
     if average == "micro":
         if warn and total.sum() == 0:
@@ -675,7 +675,7 @@ def _accuracy_value(c: dict[str, Any], average: str | None, warn: bool = True) -
     if warn:
         _warn_zero_division(total, "accuracy", "no labelled sample", float("nan"))
     per = _ratio(c["tp"] + c["tn"], total, float("nan"))
-    return _average(per, c["tp"] + c["fn"], average, c["kind"])
+    return average_values(per, c["tp"] + c["fn"], average, c["kind"])
 
 
 def balanced_accuracy(
@@ -689,7 +689,7 @@ def balanced_accuracy(
     """
     if average == "micro":
         raise ValueError("balanced_accuracy has no micro average; use None, 'macro' or 'weighted'")
-    _check_average(average)
+    check_average(average)
     return _balanced_value(confusion_counts(pred, target, threshold=threshold), average)
 
 
@@ -697,15 +697,15 @@ def _balanced_value(c: dict[str, Any], average: str | None, warn: bool = True) -
     if c["kind"] == "multiclass":
         per = _sens(c, float("nan"))
         # scikit-learn: the mean recall over the classes present; absent classes are expected
-        return _average(per, c["tp"] + c["fn"], average, c["kind"])
+        return average_values(per, c["tp"] + c["fn"], average, c["kind"])
     per = (_sens(c, float("nan")) + _spec(c, float("nan"))) / 2
     if warn:
         _warn_undefined(per, "balanced_accuracy", "one class absent")
-    return _average(per, c["tp"] + c["fn"], average, c["kind"])
+    return average_values(per, c["tp"] + c["fn"], average, c["kind"])
 
 
 # -- stateful forms -------------------------------------------------------------------------------
-class _ScoreMetric(Metric):
+class ScoreMetric(Metric):
     """Dataset-level metric that keeps the scores and targets and evaluates them at ``compute``.
 
     ``functional(preds, targets)`` gives a 1-D tensor: one value per label with
@@ -723,7 +723,7 @@ class _ScoreMetric(Metric):
 
     def __init__(self, *, average: str | None = None, class_names: Sequence[str] | None = None, **options: Any) -> None:
         super().__init__(class_names=class_names)
-        _check_average(average)
+        check_average(average)
         self.average = average
         self.options = options
         self.add_state("preds", [], dist_reduce_fx="cat")
@@ -817,7 +817,7 @@ def _ranking_cluster_fn(
     return fn
 
 
-def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any, n_clusters: int) -> Any:
+def _counts_cluster_fn(self: ScoreMetric, pred: Any, target: Any, cluster: Any, n_clusters: int) -> Any:
     """Cluster-count fast path of a confusion-count metric: weighted counts for a block of
     resamples in one product, then the metric's own formula on all of them at once."""
     from medimg_bench.metrics._resample import confusion_plan, shared
@@ -838,7 +838,7 @@ def _counts_cluster_fn(self: _ScoreMetric, pred: Any, target: Any, cluster: Any,
     return fn
 
 
-class _RankingMetric(_ScoreMetric):
+class _RankingMetric(ScoreMetric):
     """A metric of the ranking of scores (AUROC, AUPRC): functional, weighted and
     cluster-count forms of the same ``ranking``."""
 
@@ -873,7 +873,7 @@ class AUPRC(_RankingMetric):
     ranking = "auprc"
 
 
-class _FromCounts(_ScoreMetric):
+class _FromCounts(ScoreMetric):
     """A metric computed from confusion counts at a threshold (bootstrap: cluster fast path)."""
 
     def _fn(self, preds: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -948,7 +948,7 @@ class Specificity(_Counted):
 
 
 @register_metric("sensitivity_at_specificity", tags=("classification",))
-class SensitivityAtSpecificity(_ScoreMetric):
+class SensitivityAtSpecificity(ScoreMetric):
     """Stateful sensitivity at a fixed specificity (per label by default)."""
 
     name = "sensitivity_at_specificity"

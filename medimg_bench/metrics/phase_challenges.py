@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from medimg_bench.metrics.video import _labels, _levenshtein, _segments
+from medimg_bench.metrics.video import frame_labels, levenshtein, segments
 
 __all__ = [
     "CHOLEC80_NUM_PHASES",
@@ -70,7 +70,7 @@ _GENERAL = ((-1,), (1,))
 
 
 def _pair(pred: Any, target: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
-    p, t = _labels(pred, name=f"{name}: pred"), _labels(target, name=f"{name}: target")
+    p, t = frame_labels(pred, name=f"{name}: pred"), frame_labels(target, name=f"{name}: target")
     if p.shape != t.shape:
         raise ValueError(f"{name}: pred and target lengths differ: {p.size} vs {t.size} frames")
     if t.size == 0:
@@ -78,7 +78,7 @@ def _pair(pred: Any, target: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
     return p, t
 
 
-def _window(fps: float, relaxed: bool) -> int:
+def matlab_window(fps: float, relaxed: bool) -> int:
     if not relaxed:
         return 0
     if not (fps > 0 and math.isfinite(fps)):
@@ -119,7 +119,7 @@ def cholec80_matlab_video(
     for n, a in (("pred", p), ("target", t)):
         if a.min() < 0 or a.max() >= k:
             raise ValueError(f"cholec80 video: {n} has labels outside 0..{k - 1} (Evaluate.m scores 7 phases)")
-    ok = _relaxed_correct(p, t, _window(fps, relaxed))
+    ok = _relaxed_correct(p, t, matlab_window(fps, relaxed))
     n_gt, n_pred = np.bincount(t, minlength=k), np.bincount(p, minlength=k)
     both = np.bincount(t[p == t], minlength=k)
     union = n_gt + n_pred - both
@@ -177,7 +177,7 @@ def cholec80_matlab_eval(
             per_phase=per_phase,
             per_video={**tables, "accuracy": acc},
             relaxed=relaxed,
-            window=_window(fps, relaxed),
+            window=matlab_window(fps, relaxed),
         )
 
 
@@ -195,8 +195,8 @@ def pitvis_video(pred: Any, target: Any, *, exclude: Sequence[int] = PITVIS_EXCL
     k = labels.size
     tp = np.bincount(ti[pi == ti], minlength=k)
     f1 = float(np.mean(2 * tp / (np.bincount(ti, minlength=k) + np.bincount(pi, minlength=k))))
-    sp, st = _segments(p), _segments(t)
-    edit = 1.0 - _levenshtein(sp, st) / max(sp.size, st.size)
+    sp, st = segments(p), segments(t)
+    edit = 1.0 - levenshtein(sp, st) / max(sp.size, st.size)
     return {"f1": f1, "edit": edit, "score": (f1 + edit) / 2}
 
 

@@ -27,11 +27,11 @@ from medimg_bench.metrics.base import Metric
 from medimg_bench.metrics.phase_challenges import (
     CHOLEC80_NUM_PHASES,
     PITVIS_EXCLUDED,
-    _window,
     cholec80_matlab_video,
+    matlab_window,
     pitvis_video,
 )
-from medimg_bench.metrics.video import PHASE_SUMMARY_NAMES, _labels, _video_rows, _video_stats
+from medimg_bench.metrics.video import PHASE_SUMMARY_NAMES, frame_labels, video_rows, video_stats
 from medimg_bench.registry import register_metric
 
 __all__ = ["FramePhaseMetric", "Cholec80Phase", "PitVisPhase", "PhaseFrames"]
@@ -56,8 +56,8 @@ class FramePhaseMetric(Metric):
         self.add_state("times", [], dist_reduce_fx="cat")
 
     def _frame_labels(self, preds: Any, targets: Any) -> tuple[np.ndarray, np.ndarray]:
-        p = _labels(preds, name=f"{self.name}: pred")
-        t = _labels(targets, name=f"{self.name}: target")
+        p = frame_labels(preds, name=f"{self.name}: pred")
+        t = frame_labels(targets, name=f"{self.name}: target")
         k = self.num_classes
         shape = tuple(getattr(preds, "shape", np.shape(preds)))
         if k is not None and len(shape) == 2 and shape[1] != k:
@@ -175,7 +175,7 @@ class Cholec80Phase(FramePhaseMetric):
             raise ValueError(f"cholec80_phase: Evaluate.m scores 7 phases, the dataset has {num_classes}")
         super().__init__(num_classes=CHOLEC80_NUM_PHASES, class_names=class_names)
         if fps is not None:
-            _window(fps, relaxed)  # a bad rate fails here, not at the end of the run
+            matlab_window(fps, relaxed)  # a bad rate fails here, not at the end of the run
         self.relaxed, self.fps = bool(relaxed), fps
         suffix = "_relaxed" if relaxed else ""
         self.columns = tuple(f"cholec80_{k}{suffix}" for k in ("jaccard", "precision", "recall", "accuracy"))
@@ -231,7 +231,7 @@ class PhaseFrames(FramePhaseMetric):
     def __init__(self, *, num_classes: int | None = None, fps: float | None = None,
                  relaxed_seconds: float | None = None, class_names: Sequence[str] | None = None) -> None:
         super().__init__(num_classes=num_classes, class_names=None)
-        from medimg_bench.metrics.video import _window as video_window
+        from medimg_bench.metrics.video import window_frames as video_window
 
         self.window = video_window(fps, relaxed_seconds)
         self.columns = tuple(f"phase_{k}" for k in PHASE_SUMMARY_NAMES)
@@ -239,7 +239,7 @@ class PhaseFrames(FramePhaseMetric):
     def video_tables(self) -> tuple[list[str], dict[str, np.ndarray]]:
         seqs = self.sequences()
         k = self.num_classes or int(max(max(p.max(), t.max()) for _, p, t, _ in seqs)) + 1
-        cms, edits = _video_stats([s[1] for s in seqs], [s[2] for s in seqs], num_classes=k,
+        cms, edits = video_stats([s[1] for s in seqs], [s[2] for s in seqs], num_classes=k,
                                   window=self.window, ignore_index=None)
-        rows = _video_rows(cms, edits)
+        rows = video_rows(cms, edits)
         return [s[0] for s in seqs], {c: rows[:, j] for j, c in enumerate(self.columns)}

@@ -194,6 +194,25 @@ CONVENTIONS: dict[str, SegConvention] = {
         chamfer_in_voxels=True,
         reference="MONAI 1.6.1 (Project-MONAI/MONAI tests at d388d1c)",
     ),
+    # MONAI 1.6.1 with ignore_empty=False (DiceMetric / MeanIoU / compute_dice / compute_iou):
+    # an empty target scores 1 when the prediction is empty too, else 0; the rest as "monai".
+    "monai_ignore_empty_false": SegConvention(
+        "monai_ignore_empty_false",
+        "edge",
+        "directed_max",
+        "pooled",
+        {**_all(NAN), "dice": 1.0, "iou": 1.0},
+        {
+            **_DEFAULT_ONE,
+            "hausdorff": INF,
+            "hd95": NAN,
+            "assd": INF,
+            "masd": INF,
+        },
+        distance_metrics=DISTANCE_METRICS,
+        chamfer_in_voxels=True,
+        reference="MONAI 1.6.1, ignore_empty=False (Project-MONAI/MONAI tests at d388d1c)",
+    ),
     # DeepMind surface-distance 0.1: 0/0 -> NaN, no surfels -> inf robust Hausdorff; our masd is
     # np.mean of its two directed averages, so (inf, nan) gives NaN.
     "deepmind": SegConvention(

@@ -6,7 +6,7 @@ one-hot ``(B, C, *spatial)`` with ``one_hot=True``, or a list of differently siz
 return a float64 ``(B, C)`` tensor on the input's device; ``C`` excludes class 0 unless
 ``include_background=True``. Distances are in millimetres (``spacing``: mm per spatial axis,
 one tuple for the batch or one per case). ``convention`` picks the rules of a peer library —
-``"default"``, ``"monai"``, ``"deepmind"``, ``"medpy"``, ``"metrics_reloaded"`` (MetricsReloaded's
+``"default"``, ``"monai"`` (MONAI's ``ignore_empty=True``), ``"monai_ignore_empty_false"``, ``"deepmind"``, ``"medpy"``, ``"metrics_reloaded"`` (MetricsReloaded's
 main branch), ``"metrics_reloaded_00219d0"``, ``"brats"`` (see
 :mod:`medimg_bench.metrics.seg_conventions` and ``docs/metrics.md``). An option a metric does not
 read (e.g. ``percentile`` for Dice) is an error naming it.

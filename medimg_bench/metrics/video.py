@@ -49,7 +49,7 @@ __all__ = [
 PHASE_SUMMARY_NAMES = ("accuracy", "precision", "recall", "jaccard", "f1", "edit")
 
 
-def _labels(x: Any, *, name: str) -> np.ndarray:
+def frame_labels(x: Any, *, name: str) -> np.ndarray:
     """Per-frame labels ``(T,)``; ``(T, K)`` scores are arg-maxed."""
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().numpy()
@@ -71,8 +71,8 @@ def _labels(x: Any, *, name: str) -> np.ndarray:
 def _video_pair(
     pred: Any, target: Any, *, num_classes: int | None, ignore_index: int | None, name: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    p = _labels(pred, name=f"{name}: pred")
-    t = _labels(target, name=f"{name}: target")
+    p = frame_labels(pred, name=f"{name}: pred")
+    t = frame_labels(target, name=f"{name}: target")
     if p.shape[0] != t.shape[0]:
         raise ValueError(f"{name}: pred and target lengths differ: {p.shape[0]} vs {t.shape[0]} frames")
     if ignore_index is not None:
@@ -87,14 +87,14 @@ def _video_pair(
     return p, t
 
 
-def _segments(labels: np.ndarray) -> np.ndarray:
+def segments(labels: np.ndarray) -> np.ndarray:
     if labels.size == 0:
         return labels
     starts = np.r_[True, labels[1:] != labels[:-1]]
     return labels[starts]
 
 
-def _levenshtein(a: np.ndarray, b: np.ndarray) -> int:
+def levenshtein(a: np.ndarray, b: np.ndarray) -> int:
     """Edit distance (unit costs), one NumPy row per element of ``a``.
 
     The insertion chain ``new[j] = min(new[j - 1] + 1, ...)`` is a running minimum of
@@ -114,8 +114,8 @@ def _levenshtein(a: np.ndarray, b: np.ndarray) -> int:
 def edit_score(pred: Any, target: Any, *, ignore_index: int | None = None) -> float:
     """Segmental edit score of one video, in [0, 1] (MS-TCN's value / 100)."""
     p, t = _video_pair(pred, target, num_classes=None, ignore_index=ignore_index, name="video")
-    sp, st = _segments(p), _segments(t)
-    return 1.0 - _levenshtein(sp, st) / max(sp.size, st.size)
+    sp, st = segments(p), segments(t)
+    return 1.0 - levenshtein(sp, st) / max(sp.size, st.size)
 
 
 def frame_accuracy(pred: Any, target: Any, *, ignore_index: int | None = None) -> float:
@@ -194,7 +194,7 @@ class PhaseMetrics:
     relaxed_window: int
 
 
-def _video_rows(cms: np.ndarray, edits: np.ndarray) -> np.ndarray:
+def video_rows(cms: np.ndarray, edits: np.ndarray) -> np.ndarray:
     s = _scores_from_confusion(cms)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -202,7 +202,7 @@ def _video_rows(cms: np.ndarray, edits: np.ndarray) -> np.ndarray:
     return np.stack([s["accuracy"], *macro, edits], 1)
 
 
-def _video_stats(
+def video_stats(
     preds: Sequence[Any], targets: Sequence[Any], *, num_classes: int, window: int, ignore_index: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Confusion matrices ``(N, K, K)`` (after relaxing boundaries) and edit scores ``(N,)``."""
@@ -213,8 +213,8 @@ def _video_stats(
     cms, edits = [], []
     for v, (p, t) in enumerate(zip(preds, targets)):
         pv, tv = _video_pair(p, t, num_classes=num_classes, ignore_index=ignore_index, name=f"video {v}")
-        sp, st = _segments(pv), _segments(tv)
-        edits.append(1.0 - _levenshtein(sp, st) / max(sp.size, st.size))
+        sp, st = segments(pv), segments(tv)
+        edits.append(1.0 - levenshtein(sp, st) / max(sp.size, st.size))
         pr = relax_boundaries(pv, tv, window=window) if window else pv
         cms.append(np.bincount(tv * num_classes + pr, minlength=num_classes**2).reshape(num_classes, num_classes))
     return np.stack(cms), np.asarray(edits, dtype=np.float64)
@@ -223,7 +223,7 @@ def _video_stats(
 def _summarize(cm: np.ndarray, edits: np.ndarray, *, average: str, window: int) -> PhaseMetrics:
     if average not in ("video", "frames"):
         raise ValueError(f"average must be 'video' or 'frames', got {average!r}")
-    per_video = _video_rows(cm, edits)
+    per_video = video_rows(cm, edits)
     keys = ("precision", "recall", "jaccard", "f1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -244,7 +244,7 @@ def _summarize(cm: np.ndarray, edits: np.ndarray, *, average: str, window: int) 
     )
 
 
-def _window(fps: float | None, relaxed_seconds: float | None) -> int:
+def window_frames(fps: float | None, relaxed_seconds: float | None) -> int:
     if relaxed_seconds is None:
         return 0
     if fps is None or fps <= 0:
@@ -274,8 +274,8 @@ def phase_metrics(
     """
     if average not in ("video", "frames"):
         raise ValueError(f"average must be 'video' or 'frames', got {average!r}")
-    window = _window(fps, relaxed_seconds)
-    cm, edits = _video_stats(preds, targets, num_classes=num_classes, window=window, ignore_index=ignore_index)
+    window = window_frames(fps, relaxed_seconds)
+    cm, edits = video_stats(preds, targets, num_classes=num_classes, window=window, ignore_index=ignore_index)
     return _summarize(cm, edits, average=average, window=window)
 
 
@@ -309,14 +309,14 @@ class PhaseMetricsState(Metric):
         self.fps = fps
         self.relaxed_seconds = relaxed_seconds
         self.ignore_index = ignore_index
-        self.window = _window(fps, relaxed_seconds)
+        self.window = window_frames(fps, relaxed_seconds)
         self.add_state("confusions", [], dist_reduce_fx="cat")
         self.add_state("edits", [], dist_reduce_fx="cat")
 
     def update(
         self, preds: Any, targets: Any, meta: Sequence[dict] | None = None, *, ids: Sequence[str] | None = None
     ) -> None:
-        cm, edits = _video_stats(
+        cm, edits = video_stats(
             list(preds), list(targets), num_classes=self.num_classes,
             window=self.window, ignore_index=self.ignore_index,
         )
@@ -329,7 +329,7 @@ class PhaseMetricsState(Metric):
             return [], torch.empty(0, len(PHASE_SUMMARY_NAMES), dtype=torch.float64)
         cm = torch.stack(self.confusions).numpy()
         edits = torch.stack(self.edits).numpy()
-        return list(self.ids), torch.from_numpy(_video_rows(cm, edits))
+        return list(self.ids), torch.from_numpy(video_rows(cm, edits))
 
     def compute(self) -> torch.Tensor:
         """Mean over videos of ``PHASE_SUMMARY_NAMES`` (each video's macro values)."""

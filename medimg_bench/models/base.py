@@ -11,7 +11,7 @@ import torch
 __all__ = ["ModelAdapter", "load_checkpoint", "state_dict_sha256"]
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def read_state(path: Path) -> dict[str, Any]:
     """The state dict in ``path``; ``ValueError`` naming the file and the reason otherwise."""
     size = path.stat().st_size
     if size == 0:
@@ -55,7 +55,7 @@ def load_checkpoint(module: torch.nn.Module, path: str | Path, *, strict: bool =
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
     if path.is_dir():
         raise ValueError(f"checkpoint {str(path)!r} is a directory, not a weights file")
-    state = _read_state(path)
+    state = read_state(path)
     try:
         missing, unexpected = module.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # shape mismatches raise even with strict=False

@@ -76,9 +76,9 @@ def build_open_clip(
     if model_cfg is not None:
         path = Path(require_local_path(pretrained, "model.options.pretrained")) if pretrained else None
         if path is not None and path.is_dir():
-            from medimg_bench.models.weights import _weights_file
+            from medimg_bench.models.weights import weights_file
 
-            path = _weights_file(path)
+            path = weights_file(path)
         from medimg_bench.hub import local_weights_record
 
         sources = [local_weights_record(path)] if path is not None else []

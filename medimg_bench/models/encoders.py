@@ -188,9 +188,9 @@ def _processor_size(s: Any) -> int | None:
 
 def _load_backbone(module: torch.nn.Module, path: Path) -> None:
     """Load a (classifier) checkpoint into a headless backbone: head weights are dropped."""
-    from medimg_bench.models.base import _read_state
+    from medimg_bench.models.base import read_state
 
-    state = _read_state(path)
+    state = read_state(path)
     own = module.state_dict()
     dropped = [k for k in state if k not in own]
     missing = [k for k in own if k not in state]

@@ -101,7 +101,7 @@ def open_clip_source(model_name: str, pretrained: str | None, *, revision: str |
         return model_name, None, []
     local = Path(str(pretrained)).expanduser()
     if local.exists() or str(pretrained).startswith(("/", ".", "~")):
-        path = _weights_file(require_local_path(pretrained, "model.options.pretrained"))
+        path = weights_file(require_local_path(pretrained, "model.options.pretrained"))
         return model_name, str(path), [local_weights_record(path)]
     import open_clip
 
@@ -147,7 +147,7 @@ def _open_clip_hub_file(model_name: str, repo_id: str, filename: str | None, *, 
     raise AssertionError("unreachable")
 
 
-def _weights_file(path: Path) -> Path:
+def weights_file(path: Path) -> Path:
     if not path.is_dir():
         return path
     files = sorted([*path.glob("open_clip_model.safetensors"), *path.glob("open_clip_pytorch_model.bin"),

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from medimg_bench._fs import atomic_path
+
 __all__ = ["Embeddings", "extract_embeddings", "cached_embeddings", "cache_key", "default_cache_dir"]
 
 log = logging.getLogger(__name__)
@@ -167,12 +169,8 @@ def cached_embeddings(
         meta = {"key": json.dumps(key, sort_keys=True), "ids": json.dumps(emb.ids),
                 "patients": json.dumps(emb.patients), "failed": json.dumps(emb.failed),
                 "key_sha256": hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_path(path, fsync=False) as tmp:
             save_file({"x": emb.x.contiguous(), "y": emb.y.contiguous()}, str(tmp), metadata=meta)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
         return emb
 
 

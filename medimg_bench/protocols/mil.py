@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ABMIL", "MeanPoolMIL", "Bags", "group_bags", "train_mil", "MILResult", "MILSettings", "predict_bags", "top_attention_tiles", "run_mil", "build_aggregator"]
+__all__ = ["ABMIL", "MeanPoolMIL", "Bags", "group_bags", "train_mil", "MILResult", "MILSettings", "predict_bags", "top_attention_tiles", "run_mil", "build_aggregator", "unscored_slides"]
 
 
 def _mlp(input_size: int, output_size: int, hidden: Sequence[int], dropout: float) -> nn.Sequential:
@@ -282,7 +282,48 @@ def _bags_of_splits(c: Mapping[str, Any], p: Mapping[str, Any], extra: dict[str,
                    "refused": emb.refused, "failed": emb.failed[:20], "seconds": round(emb.seconds, 3)}
     extra["embeddings"] = info
     extra["classes"] = list(test.classes)
+    extra["test_unscored"] = unscored_slides(test, bags["test"])
+    extra["test_exclusions"] = [e for e in getattr(test, "exclusions", []) if e.get("kind") != "no_tiles"]
     return bags
+
+
+def unscored_slides(dataset: Any, bags: Bags) -> list[dict[str, str]]:
+    """The slides of ``dataset``'s set that have no bag, as failed rows (``id``, ``patient_id``,
+    ``error``): a slide the loader found no tissue tile in (its exclusions of kind
+    ``no_tiles``) and a listed slide none of whose tiles was embedded. Nothing leaves the
+    test set silently: a slide-level figure is over the scored slides, the rest are counted."""
+    have = set(bags.slide_ids)
+    out: list[dict[str, str]] = []
+    for e in getattr(dataset, "exclusions", []):
+        if e.get("kind") == "no_tiles" and e["id"] not in have:
+            have.add(e["id"])
+            out.append({"id": e["id"], "patient_id": e["id"], "error": f"[load] {e['reason']} ({e['file']})"})
+    m = dataset.manifest
+    if "slide_id" in m.columns:
+        first = m.drop_duplicates("slide_id")
+        pats = first["patient_id"] if "patient_id" in first.columns else first["slide_id"]
+        for sid, pid in zip(first["slide_id"].astype(str), pats.astype(str)):
+            if sid not in have:
+                out.append({"id": sid, "patient_id": pid,
+                            "error": "[load] no tile of the slide could be embedded (see embeddings.failed)"})
+    return out
+
+
+def _with_unscored(summary: dict[str, Any], samples: Any, unscored: Sequence[Mapping[str, str]],
+                   exclusions: Sequence[Mapping[str, str]]) -> tuple[dict[str, Any], Any]:
+    """The slide-level summary and table with the unscored slides as failed rows (``n_failed``,
+    ``failed_ids``, ``n_samples``) and the set's other exclusions counted (``n_excluded``)."""
+    import pandas as pd
+
+    from medimg_bench.engine.summary import exclusion_summary
+
+    if unscored:
+        failed = pd.DataFrame([{**dict(u), "status": "failed"} for u in unscored])
+        samples = pd.concat([samples, failed], ignore_index=True)
+        ids = sorted(set(summary.get("failed_ids") or []) | {u["id"] for u in unscored})
+        summary = {**summary, "n_failed": len(ids), "failed_ids": ids,
+                   "n_samples": int(samples["id"].nunique())}
+    return {**summary, **exclusion_summary(list(exclusions))}, samples
 
 
 def run_mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, extra: dict[str, Any], *,
@@ -308,6 +349,8 @@ def run_mil(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, extra: dict[s
     if isinstance(res.model, ABMIL) and te.tile_ids:  # where the head looked: tiles to inspect
         top = dict(zip(te.slide_ids, top_attention_tiles(res.model, te, device=_device(c))))
         samples["top_attention_tiles"] = samples["id"].map(lambda s: ",".join(top[s]))
+    summary, samples = _with_unscored(summary, samples, extra.get("test_unscored", []),
+                                      extra.get("test_exclusions", []))
     info = {"aggregator": str(o.get("aggregator", "abmil")), "best_epoch": res.best_epoch, "best_val": res.best_val,
             "epochs": res.epochs, "train_slides": len(bags["train"]), "val_slides": len(bags["val"]),
             "test_slides": len(te), "train_seconds": round(res.seconds, 3),

@@ -138,6 +138,7 @@ def _probe(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: Path,
 
     if "emb" not in extra:  # once per run, shared by every seed
         train, val, test = _datasets(c, p)
+        extra["test_exclusions"] = getattr(test, "exclusions", [])  # counted in summary.json
         enc = _encoder(c, test)
         e = dict(p.get("embeddings") or {})
         kw = {"model_name": _model_key(c), "cache_dir": e.get("cache_dir"), "batch_size": int(e.get("batch_size", 64)),
@@ -330,6 +331,7 @@ def _retrieval(c: Mapping[str, Any], p: Mapping[str, Any], seed: int, run_dir: P
 
     d = c["dataset"]
     ds = build_dataset(d, d.get("split"))
+    extra["test_exclusions"] = getattr(ds, "exclusions", [])  # counted in summary.json
     opts = {k: v for k, v in dict(c["model"].get("options") or {}).items()
             if v is not None and k not in ("num_classes", "in_channels", "multilabel")}
     model = create_model("clip", **opts).to(_device(c))
@@ -453,8 +455,13 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
            extra: Mapping[str, Any], seconds: float) -> Any:
     from medimg_bench.engine.distributed import is_main_process
     from medimg_bench.engine.results import Results, redact_secrets
+    from medimg_bench.engine.summary import exclusion_summary
 
     seeds = list(per_seed)
+    for r in per_seed.values():  # the test set's items that are not samples (evaluate and mil add their own)
+        if "n_excluded" not in r["summary"]:
+            r["summary"].update(exclusion_summary(  # regression_probe keeps its one dataset in extra
+                extra.get("test_exclusions", getattr(extra.get("dataset"), "exclusions", None))))
     conf = float((c.get("bootstrap") or {}).get("confidence", 0.95))
     if len(seeds) == 1:
         summary = dict(per_seed[seeds[0]]["summary"])
@@ -462,7 +469,8 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
         first = per_seed[seeds[0]]["summary"]
         summary = {"confidence": conf, "n_resamples": first.get("n_resamples"), "metrics": {},
                    "n_samples": first.get("n_samples"), "n_failed": first.get("n_failed"),
-                   "failed_ids": first.get("failed_ids", [])}
+                   "failed_ids": first.get("failed_ids", []),
+                   "n_excluded": first.get("n_excluded", 0), "exclusions": first.get("exclusions", [])}
         for name, m in first["metrics"].items():
             vals = [per_seed[s]["summary"]["metrics"][name].get("mean", {}).get("value") for s in seeds]
             bounds = metric_bounds(name, m)
@@ -479,7 +487,7 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
                            "per_seed": {str(s): {n: m.get("mean", {}).get("value")
                                                  for n, m in r["summary"]["metrics"].items()}
                                         for s, r in per_seed.items()},
-                           "info": {str(s): _jsonable(r["info"]) for s, r in per_seed.items()}}
+                           "info": {str(s): jsonable(r["info"]) for s, r in per_seed.items()}}
     if extra.get("embeddings"):
         summary["protocol"]["embeddings"] = extra["embeddings"]
     _probe_warnings(summary, per_seed)
@@ -493,7 +501,7 @@ def _write(c: Mapping[str, Any], p: Mapping[str, Any], run_dir: Path, per_seed: 
         for s, r in per_seed.items():
             d = run_dir / "seeds" / str(s)
             d.mkdir(parents=True, exist_ok=True)
-            (d / "summary.json").write_text(json.dumps(_jsonable({**r["summary"], "info": r["info"]}), indent=2))
+            (d / "summary.json").write_text(json.dumps(jsonable({**r["summary"], "info": r["info"]}), indent=2))
         _print(results)
     return results
 
@@ -528,10 +536,16 @@ def _print(results: Any) -> None:
         print(f"  {name:24s} {mean.get('value')}{extra}  CI [{mean.get('ci_low')}, {mean.get('ci_high')}]")
     for line in results.summary.get("warnings", []):
         print(f"  WARNING {line}")
+    s = results.summary
+    if s.get("n_failed") or s.get("n_excluded"):  # nothing leaves the test set unseen
+        print(f"  {s.get('n_samples')} samples, {s.get('n_failed') or 0} failed {s.get('failed_ids') or ''}, "
+              f"{s.get('n_excluded') or 0} excluded")
+        for e in (s.get("exclusions") or [])[:10]:
+            print(f"  excluded {e['id']} ({e['file']}): {e['reason']}")
 
 
-def _jsonable(o: Any) -> Any:
-    from medimg_bench.engine.results import _jsonable as j
+def jsonable(o: Any) -> Any:
+    from medimg_bench.engine.results import jsonable as j
 
     return j(o)
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medimg_bench._fs import atomic_write
 from medimg_bench.report.html import details, esc, fmt, note, page, section, table, value_ci
 from medimg_bench.report.rundir import RunData, find_runs, label_runs, load_run
 from medimg_bench.report.sections import (
+    exclusion_section,
     failure_section,
     header,
     metric_value,
@@ -38,6 +39,7 @@ def _run_sections(run: RunData, *, prefix: str, pictures: int) -> list[tuple[str
              ("subgroups", "Subgroups", subgroup_section(run)),
              ("worst", "Worst samples", worst_section(run, pictures=pictures)),
              ("failures", f"Failures ({run.summary.get('n_failed', 0)})", failure_section(run)),
+             ("exclusions", f"Exclusions ({run.summary.get('n_excluded', 0)})", exclusion_section(run)),
              ("plots", "Plots", plot_section(run)), ("run", "Run", run_info_section(run))]
     return [(f"{prefix}{a}", t, h) for a, t, h in parts if h]
 
@@ -70,12 +72,13 @@ def _overview(runs: Sequence[RunData], anchors: Sequence[str]) -> str:
         names: list[str] = []
         for k in idx:
             names += [n for n in (runs[k].summary.get("metrics") or {}) if n not in names]
-        cols = ["run", "dataset", "model", "n", "failed", "wall s", *names]
+        cols = ["run", "dataset", "model", "n", "failed", "excluded", "wall s", *names]
         rows = []
         for k in idx:
             r = runs[k]
             row: list[Any] = [{"html": f'<a href="#{anchors[k]}">{esc(r.label)}</a>', "sort": r.label}, r.dataset, r.model,
-                              r.summary.get("n_samples", ""), r.summary.get("n_failed", ""), _num(r.manifest.get("wall_time_s"))]
+                              r.summary.get("n_samples", ""), r.summary.get("n_failed", ""),
+                              r.summary.get("n_excluded", ""), _num(r.manifest.get("wall_time_s"))]
             for n in names:
                 m = (r.summary.get("metrics") or {}).get(n)
                 row.append(value_ci(*(_macro(m) if m else (None, None, None))))
@@ -185,12 +188,8 @@ def write_report(paths: Sequence[str | Path] | str | Path, *, out: str | Path | 
         out = out / REPORT_FILE
     text = report_html(runs, title=title or _title(paths, runs), paired=paired, pictures=pictures)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # then renamed: a reader never sees half a page
-    try:
-        tmp.write_text(text, encoding="utf-8")  # mode from the umask, like the run's other files
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_write(out, mode="w", fsync=False) as f:  # a reader never sees half a page
+        f.write(text)
     return out
 
 

@@ -13,7 +13,8 @@ from medimg_bench.report.html import ci_cell, details, esc, fmt, img, note, tabl
 from medimg_bench.report.rundir import RunData
 
 __all__ = ["header", "summary_section", "per_class_section", "subgroup_section", "failure_section",
-           "plot_section", "run_info_section", "metric_value", "single_class", "MAX_FAILURE_ROWS"]
+           "exclusion_section", "plot_section", "run_info_section", "metric_value", "single_class",
+           "MAX_FAILURE_ROWS"]
 
 #: failed samples listed on the page (the rest are counted)
 MAX_FAILURE_ROWS = 500
@@ -47,6 +48,8 @@ def header(run: RunData, *, title: str | None = None) -> str:
                                   f"model {run.model}" if run.model else "",
                                   f"protocol {run.protocol}" if run.protocol else "") if x)
     counts = f"{s.get('n_samples', '—')} samples, {s.get('n_failed', 0)} failed"
+    if s.get("n_excluded"):
+        counts += f", {s['n_excluded']} excluded"
     when = " · ".join(x for x in (str(man.get("start_time") or ""),
                                   f"{fmt(man.get('wall_time_s'), 1)} s" if man.get("wall_time_s") is not None else "",
                                   f"device {man.get('device')}" if man.get("device") else "") if x)
@@ -170,6 +173,22 @@ def failure_section(run: RunData) -> str:
     more = len(failed) - len(rows)
     tail = note(f"{more} more failed samples are in samples.parquet (status == 'failed').") if more > 0 else ""
     return table(["id", "stage", "error"], rows) + tail
+
+
+def exclusion_section(run: RunData) -> str:
+    """Items the dataset's layout lists that are not samples (``summary["exclusions"]``): id,
+    file and reason (empty when there are none)."""
+    s = run.summary
+    items = s.get("exclusions") or []
+    if not s.get("n_excluded") and not items:
+        return ""
+    rows = [[e.get("id", ""), e.get("file", ""), {"html": f'<div class="text">{esc(str(e.get("reason", "")))}</div>'}]
+            for e in items[:MAX_FAILURE_ROWS]]
+    more = int(s.get("n_excluded") or len(items)) - len(rows)
+    tail = note(f"{more} more exclusions are in summary.json ('exclusions').") if more > 0 else ""
+    return (note(f"{s.get('n_excluded', len(items))} item(s) the dataset's layout lists are not samples of this "
+                 "run: they are in no figure above.", warn=True)
+            + table(["id", "file", "reason"], rows) + tail)
 
 
 def plot_section(run: RunData) -> str:

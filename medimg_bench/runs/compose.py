@@ -96,7 +96,8 @@ def resume_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
               if o.partition("=")[0].lstrip("+~") not in given
               and not o.partition("=")[0].lstrip("+~").startswith(_NOT_REPLAYED)]
     notes = [f"resume={resume[-1]}: using the run's saved overrides {' '.join(replay)}"] if replay else []
-    return [*replay, *overrides], notes
+    at = next(i for i, o in enumerate(overrides) if o.lstrip("+~").partition("=")[0] == "resume")
+    return [*overrides[:at], *replay, *overrides[at:]], notes  # among the overrides, after flags such as -m
 
 
 def _flat_keys(node: Any, prefix: str = "") -> list[str]:

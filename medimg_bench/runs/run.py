@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from medimg_bench.builders import build_dataset, build_model
+from medimg_bench.builders import build_dataset, build_model, model_reads_pixels
 from medimg_bench.engine.run_dir import (
     check_run_dir,
     has_train_state,
@@ -128,7 +128,7 @@ def _build(c: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         task_options["scoring"] = c["scoring"]
     task = create_task(c["task"]["name"], **task_options)
     dcfg = c["dataset"]
-    dataset = build_dataset(dcfg, dcfg.get("split"))
+    dataset = build_dataset(dcfg, dcfg.get("split"), pixels=model_reads_pixels(c["model"]))
     _options_from_dataset(c, task, dataset)
     return task, dataset, build_model(c["model"], dataset)
 
@@ -246,9 +246,9 @@ _TRAIN_NEUTRAL = ("resume", "overwrite", "progress", "verbose", "report", "devic
 def _training_key(c: Mapping[str, Any]) -> dict[str, Any]:
     """What a training state must match to be resumed: the config's model, dataset, task, seed,
     AMP and train entries, locations and worker counts left out."""
-    from medimg_bench.engine.checkpoint import _flatten
+    from medimg_bench.engine.checkpoint import flatten
 
-    flat = _flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
+    flat = flatten({k: c.get(k) for k in ("model", "dataset", "task", "seed", "amp", "train")})
     key = {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in _TRAIN_NEUTRAL)}
     return json.loads(json.dumps(key, sort_keys=True, default=str))  # as config.json holds it
 
@@ -309,6 +309,11 @@ def _write(c: Mapping[str, Any], results: Any, run_dir: Path, train_info: dict |
             results.summary["training"] = {k: train_info[k] for k in (
                 "steps", "steps_asked", "epochs", "epochs_asked", "seconds", "cut", "max_seconds") if k in train_info}
     results.manifest["world_size"] = world()[1]
+    from medimg_bench.runs.slurm import job_record
+
+    job = job_record()  # a Slurm / submitit job: its id and log files (the sweep table shows them)
+    if job is not None:
+        results.manifest["job"] = job
     if not is_main_process():  # under torchrun every rank holds the gathered results; one writes
         return
     from medimg_bench.engine.checkpoint import remove_checkpoint

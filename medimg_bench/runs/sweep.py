@@ -7,9 +7,13 @@ writes ``sweep.parquet``, ``sweep.md`` and ``report.html`` (the runs side by sid
 docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
-``n_failed``, ``status`` (``FAILED`` for a run that scored no sample or failed more than its
-``max_failure_rate``; the command then exits 3), ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
-secrets redacted), then ``run_dir``. For foundation-model protocol runs the seed table of
+``n_failed``, ``n_excluded``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
+secrets redacted), then ``run_dir``, and ``status``: ``FAILED`` for a run that scored no sample
+or failed more than its ``max_failure_rate`` (the command then exits 3), else ``ok``. A sweep
+through the submitit launchers (``jobs.json``, :mod:`medimg_bench.runs.slurm`) also has a row for
+every job that left no run directory, its ``status`` the job's (``failed``, ``cancelled``,
+``timeout``…), ``error``, ``job_id`` and ``log`` (the job's stderr file); ``cli_main`` then prints
+what continues the unfinished jobs. For foundation-model protocol runs the seed table of
 :func:`medimg_bench.protocols.aggregate_seeds` (mean, std and CI over seeds) is written too
 (``seeds.parquet`` / ``seeds.md``).
 """
@@ -48,44 +52,95 @@ def _run_dirs(multirun_dir: Path) -> list[Path]:
     return [d for d in found if (d / "manifest.json").exists()]
 
 
+def _swept(overrides: Sequence[str], row: dict[str, Any]) -> None:
+    """One column per overridden key (not Hydra's own, ``output_dir`` or ``resume``)."""
+    for o in overrides:
+        if "=" in o and not o.split("=", 1)[0].startswith(("hydra", "~")):
+            key, val = o.split("=", 1)
+            if key.lstrip("+").split(".")[0] in ("output_dir", "resume"):
+                continue
+            row[key.lstrip("+")] = _value(val)
+
+
+def _run_row(root: Path, d: Path) -> dict[str, Any]:
+    from medimg_bench.engine.results import redact_secrets
+
+    manifest = json.loads((d / "manifest.json").read_text())
+    summary = json.loads((d / "summary.json").read_text())
+    overrides = [str(o) for o in redact_secrets(_overrides(d) or _overrides(d.parent))]
+    row: dict[str, Any] = {"job": str(d.relative_to(root))}
+    _swept(overrides, row)
+    for name, m in summary.get("metrics", {}).items():
+        mean = m.get("mean") or {}
+        row[name] = mean.get("value")
+        row[f"{name}_ci_low"] = mean.get("ci_low")
+        row[f"{name}_ci_high"] = mean.get("ci_high")
+    row["n_samples"] = summary.get("n_samples")
+    row["n_failed"] = summary.get("n_failed")
+    row["n_excluded"] = summary.get("n_excluded")
+    row["status"] = _status(summary, manifest)
+    row["wall_time_s"] = manifest.get("wall_time_s")
+    job = manifest.get("job") or {}
+    row["job_id"], row["log"] = job.get("job_id"), job.get("stderr")
+    row["overrides"] = " ".join(overrides)
+    row["config"] = json.dumps(redact_secrets(manifest.get("config") or {}), sort_keys=True, default=str)
+    row["run_dir"] = str(d)
+    return row
+
+
+def _with_jobs(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's ``status`` and ``error`` from the launcher's ``jobs.json``, plus one row for
+    every job that left no run directory (failed, cancelled, never started)."""
+    from medimg_bench.engine.results import redact_secrets
+
+    by_id = {r["job_id"]: r for r in rows if r.get("job_id")}
+    by_dir = {r["job"]: r for r in rows}
+    for entry in jobs:
+        row = by_id.get(entry.get("job_id")) or by_dir.get(str(entry.get("num")))
+        state, error = str(entry.get("state") or "SUBMITTED"), entry.get("error")
+        if row is not None and row.get("job_id") not in (None, entry.get("job_id")):
+            continue  # a later job (resume=) wrote this run directory: its results stand
+        if row is None:
+            overrides = [str(o) for o in redact_secrets(list(entry.get("overrides") or []))]
+            row = {"job": str(entry.get("num")), "overrides": " ".join(overrides), "config": "{}", "run_dir": None}
+            _swept(overrides, row)
+            rows.append(row)
+        # a job that completed keeps its run's status (FAILED when its samples failed)
+        row["status"] = row.get("status", "ok") if state == "COMPLETED" else state.lower()
+        row["error"] = error
+        row["job_id"], row["log"] = entry.get("job_id"), entry.get("stderr") or row.get("log")
+    for row in rows:
+        row.setdefault("status", "ok")
+    return rows
+
+
 def sweep_table(multirun_dir: str | Path) -> Any:
     """A DataFrame with one row per run directory under ``multirun_dir`` (see module docstring)."""
     import pandas as pd
 
-    from medimg_bench.engine.results import redact_secrets
+    from medimg_bench.runs.slurm import read_jobs
 
     root = Path(multirun_dir)
     if not root.is_dir():
         raise ValueError(f"{root}: not a directory")
-    dirs = _run_dirs(root)
-    if not dirs:
+    dirs, jobs = _run_dirs(root), read_jobs(root)
+    if not dirs and not jobs:
         raise ValueError(f"{root}: no run directory (summary.json + manifest.json) below it")
-    rows = []
-    for d in dirs:
-        manifest = json.loads((d / "manifest.json").read_text())
-        summary = json.loads((d / "summary.json").read_text())
-        overrides = [str(o) for o in redact_secrets(_overrides(d) or _overrides(d.parent))]
-        row: dict[str, Any] = {"job": str(d.relative_to(root))}
-        for o in overrides:
-            if "=" in o and not o.split("=", 1)[0].startswith(("hydra", "~")):
-                key, val = o.split("=", 1)
-                if key.lstrip("+").split(".")[0] in ("output_dir",):
-                    continue
-                row[key.lstrip("+")] = _value(val)
-        for name, m in summary.get("metrics", {}).items():
-            mean = m.get("mean") or {}
-            row[name] = mean.get("value")
-            row[f"{name}_ci_low"] = mean.get("ci_low")
-            row[f"{name}_ci_high"] = mean.get("ci_high")
-        row["n_samples"] = summary.get("n_samples")
-        row["n_failed"] = summary.get("n_failed")
-        row["status"] = _status(summary, manifest)
-        row["wall_time_s"] = manifest.get("wall_time_s")
-        row["overrides"] = " ".join(overrides)
-        row["config"] = json.dumps(redact_secrets(manifest.get("config") or {}), sort_keys=True, default=str)
-        row["run_dir"] = str(d)
-        rows.append(row)
+    rows = [_run_row(root, d) for d in dirs]
+    scheduled = bool(jobs) or any(r.get("job_id") for r in rows)
+    if jobs:
+        rows = _with_jobs(rows, jobs)
+    for r in rows if scheduled else ():
+        r.setdefault("status", "ok")
+    if not scheduled:  # a sweep run in this process (Hydra's basic launcher): no job columns
+        for r in rows:
+            r.pop("job_id", None), r.pop("log", None)
     table = pd.DataFrame(rows)
+    tail = [c for c in ("status", "error", "job_id", "log", "overrides", "config", "run_dir") if c in table.columns]
+    table = table[[c for c in table.columns if c not in tail] + tail]
+    for col in ("n_samples", "n_failed"):  # counts stay integers beside a job without results
+        if col in table.columns:
+            table[col] = table[col].astype("Int64")
     for col in table.columns:  # one type per column for Parquet
         if table[col].dtype == object and col not in ("job", "overrides", "config", "run_dir"):
             kinds = {type(v) for v in table[col] if v is not None}
@@ -104,13 +159,17 @@ def _status(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
 
 
 def _markdown(table: Any) -> str:
+    import pandas as pd
+
     shown = [c for c in table.columns if c not in ("config", "run_dir", "overrides")]
     lines = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
     for _, r in table.iterrows():
         cells = []
         for c in shown:
             v = r[c]
-            cells.append(f"{v:.4f}" if isinstance(v, float) and v == v else ("" if v is None or v != v else str(v)))
+            missing = v is None or v is pd.NA or (isinstance(v, float) and v != v)
+            text = "" if missing else (f"{v:.4f}" if isinstance(v, float) else str(v))
+            cells.append((text[:117] + "..." if len(text) > 120 else text).replace("|", "\\|"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -136,6 +195,32 @@ def write_sweep(multirun_dir: str | Path, *, out: str | Path | None = None) -> t
     return pq, md
 
 
+def pd_read(path: Path) -> Any:
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
+def _unfinished_hint(table: Any, root: Path) -> str | None:
+    """What to run for the jobs that did not finish: ``resume=`` of those that left a run
+    directory (a checkpoint), the overrides of the others; None when every job finished."""
+    if "status" not in table.columns:
+        return None
+    bad = table[~table["status"].isin(["ok", "FAILED"])]  # FAILED runs finished: their samples failed
+    if bad.empty:
+        return None
+    lines = [f"{len(bad)} of {len(table)} jobs did not finish (status, job id and log in the table)."]
+    dirs = [str(root / j) for j in bad["job"] if (root / str(j) / "checkpoint").is_dir()]
+    if dirs:
+        lines.append("Continue those with a checkpoint (each with its own overrides; add your launcher options):\n"
+                     f"  medimg-bench run -m hydra/launcher=slurm resume={','.join(dirs)}")
+    rest = [f"  medimg-bench run {o}" for j, o in zip(bad["job"], bad["overrides"])
+            if str(root / str(j)) not in dirs]
+    if rest:
+        lines.append("Run the others again:\n" + "\n".join(rest))
+    return "\n".join(lines)
+
+
 def cli_main(argv: Sequence[str]) -> int:
     """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found, 3 written
     but a run in it failed its samples (status ``FAILED``)."""
@@ -153,6 +238,9 @@ def cli_main(argv: Sequence[str]) -> int:
         print(f"medimg-bench sweep: {exc}", file=sys.stderr)
         return 1
     print(md.read_text())
+    hint = _unfinished_hint(pd_read(pq), Path(args.multirun_dir))
+    if hint:
+        print(hint)
     from medimg_bench.report import write_report
 
     page = write_report([args.multirun_dir], out=md.parent / "report.html")  # the runs side by side

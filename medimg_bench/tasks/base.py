@@ -4,21 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from medimg_bench.metrics.base import Metric
 from medimg_bench.registry import create_metric
 
-__all__ = ["Task"]
+__all__ = ["Task", "TaskScores"]
+
+
+class TaskScores(NamedTuple):
+    """What :meth:`Task.score` returns for a batch: the inputs of every metric's ``update``
+    (``preds``, ``targets``) and the per-sample record columns (``records``: what
+    :meth:`Task.sample_records` returns)."""
+
+    preds: Any
+    targets: Any
+    records: Any
 
 
 class Task:
-    """Maps model outputs and batch targets to metric inputs, per-sample records, loss and plots."""
+    """Maps model outputs and batch targets to metric inputs, per-sample records, loss and plots.
+
+    Every hook the engine calls is declared here with its default, so a subclass overrides
+    only what it changes (``tests/tasks/test_base.py`` checks that a registered task defines
+    no public method the base class lacks)."""
 
     name: str = "task"
     default_metrics: Mapping[str, Mapping[str, Any]] = {}
+    #: True when :meth:`score` on several batches concatenated equals its per-batch results
+    #: concatenated (the engine may then defer scoring, ``engine/loop.py``); None: only when the
+    #: scoring methods are the classification task's own
+    rowwise: bool | None = None
 
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError(f"task {self.name!r} has no training loss")
@@ -28,7 +46,16 @@ class Task:
         generative tasks override this to build prompts and call ``model.generate(requests)``."""
         return model.predict(batch)
 
+    def score(self, batch: dict[str, Any], outputs: dict[str, Any], *,
+              classes: Sequence[str] | None = None) -> TaskScores:
+        """The metric inputs and the record columns of ``batch``, each sample scored once. The
+        default calls :meth:`metric_inputs` and :meth:`sample_records`; a task whose records
+        repeat what it scores (VQA, MOAKS) overrides this to build both from one pass."""
+        preds, targets = self.metric_inputs(batch, outputs)
+        return TaskScores(preds, targets, self.sample_records(batch, outputs, classes))
+
     def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:  # pragma: no cover
+        """``(preds, targets)`` every metric's ``update`` takes for ``batch``."""
         raise NotImplementedError
 
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
@@ -65,3 +92,22 @@ class Task:
     def plots(self, results: Any, out_dir: Path) -> list[Path]:
         """PNG plots for a finished run; returns the files written."""
         return []
+
+    def write_outputs(self, results: Any, run_dir: Path) -> list[Path]:
+        """Task-level files of a finished run beside ``summary.json`` (called by
+        ``Results.save``); returns the files written."""
+        return []
+
+    def manifest_notes(self) -> dict[str, Any]:
+        """Task-level facts ``manifest.json`` pins (e.g. a judge's identity); none by default."""
+        return {}
+
+    def key_files(self) -> dict[str, str]:
+        """``{option: path}`` of the files whose content decides the numbers (a run's key holds
+        their content, not their path); none by default."""
+        return {}
+
+    def key_settings(self) -> dict[str, Any]:
+        """The options a run's key holds: the public attributes (subclasses whose options name
+        files or objects return them by content instead)."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}

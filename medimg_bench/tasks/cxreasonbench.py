@@ -166,13 +166,14 @@ class CXReasonBenchReasoningTask(Task):
     """Runs CXReasonBench's stages as conversations (module docstring). Options: ``judge`` (a
     generative adapter or ``{model, options}``; also ``scoring.judge``), ``judge_prompt_dir``
     (files ``<stage kind>.txt`` replacing the judge instructions), ``system`` (the model's
-    system message), ``max_new_tokens``, ``guidance`` (run path 2 for the IDK cases)."""
+    system message; None: :data:`DEFAULT_SYSTEM`, ``""``: none), ``max_new_tokens``,
+    ``guidance`` (run path 2 for the IDK cases)."""
 
     name = "cxreasonbench_reasoning"
     default_metrics = {"cxreasonbench_reasoning": {}}
 
     def __init__(self, *, judge: Any = None, scoring: Mapping[str, Any] | str | None = None,
-                 judge_prompt_dir: str | None = None, system: str | None = DEFAULT_SYSTEM,
+                 judge_prompt_dir: str | None = None, system: str | None = None,
                  max_new_tokens: int | None = 512, guidance: bool = True) -> None:
         from medimg_bench.metrics.text.cxreasonbench import stage_rubrics
         from medimg_bench.metrics.text.judge import build_judge
@@ -186,7 +187,9 @@ class CXReasonBenchReasoningTask(Task):
                              "(or scoring.judge) to {model: NAME, options: {...}}")
         self.rubrics = stage_rubrics(judge_prompt_dir)
         self._prompt_dir = judge_prompt_dir
-        self.system, self.max_new_tokens, self.guidance = system, max_new_tokens, bool(guidance)
+        # the config's null and the signature's default are the same: our wording
+        self.system = DEFAULT_SYSTEM if system is None else (system or None)
+        self.max_new_tokens, self.guidance = max_new_tokens, bool(guidance)
 
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         return super().build_metrics(own_metric_spec(spec, self.name), None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from medimg_bench.registry import register_task
 from medimg_bench.tasks._generative import generation_settings, own_metric_spec
-from medimg_bench.tasks.base import Task
+from medimg_bench.tasks.base import Task, TaskScores
 
 __all__ = ["MOAKSTask", "REASONKNEE_SYSTEM"]
 
@@ -103,26 +103,41 @@ class MOAKSTask(Task):
         return score_answer(resp.text, self._reference(batch, i), rule=self.parse,
                             template=answer_template(str(batch["question"][i])), inclusive=self.box_inclusive)
 
-    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+    def _scored(self, batch: dict[str, Any], outputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each sample's reply graded once (:func:`~medimg_bench.metrics.text.moaks.score_answer`)."""
         from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
 
-        scored, counts = [], []
+        scored = []
         for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
             if resp.error:  # a failed request fails its sample, so a resumed run asks again
                 raise GenerationFailed(f"sample {sid!r}: generation failed: {resp.error}")
-            one = self._score(batch, i, resp)
-            scored.append(one)
-            counts.append(int(one.get("n_items", 0)))
-        return scored, counts
+            scored.append(self._score(batch, i, resp))
+        return scored
+
+    def score(self, batch: dict[str, Any], outputs: dict[str, Any], *,
+              classes: Sequence[str] | None = None) -> TaskScores:
+        """The graded replies and their item counts for the ``moaks`` metric, and the records,
+        from one grading of each reply."""
+        scored = self._scored(batch, outputs)
+        counts = [int(one.get("n_items", 0)) for one in scored]
+        return TaskScores(scored, counts, self._records(batch, outputs, scored))
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        preds, targets, _ = self.score(batch, outputs)
+        return preds, targets
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        return self.score(batch, outputs, classes=classes).records
+
+    def _records(self, batch: dict[str, Any], outputs: dict[str, Any],
+                 scored: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The reply, its parse and graded items, the reference; the numbers (``grade_accuracy``,
         ``parse_failed`` ...) are the ``moaks`` metric's columns, which the run table adds: a
         record column of the same name would split both into ``_x``/``_y`` copies."""
         rows = []
         sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, resp) in enumerate(zip(batch["id"], outputs["responses"])):
-            s = self._score(batch, i, resp)
+            s = scored[i]
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question_id": meta.get("question_id"), "finding": meta.get("finding"),
                    "response": resp.text, "prompt": resp.prompt, "cached": bool(resp.cached),

@@ -114,9 +114,9 @@ def plot_phase_ribbons(samples: Any, path: Path, *, title: str = "", max_videos:
     videos = sorted(ok["video_id"].dropna().unique())[:max_videos]
     if not videos:
         return None
-    from medimg_bench.tasks.plots import _plt
+    from medimg_bench.tasks.plots import pyplot
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(len(videos), 1, figsize=(8, 0.7 * len(videos) + 0.6), dpi=100, squeeze=False)
     k = int(max(ok["label"].max(), ok["pred"].max())) + 1
     for ax, vid in zip(axes[:, 0], videos):

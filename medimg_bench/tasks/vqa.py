@@ -9,9 +9,10 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from medimg_bench.metrics.text.vqa_scorer import VQAScorer
 from medimg_bench.registry import register_task
 from medimg_bench.tasks._generative import generation_settings, sample_images
-from medimg_bench.tasks.base import Task
+from medimg_bench.tasks.base import Task, TaskScores
 
 __all__ = ["VQATask", "PROFILES", "SUBMISSION_FILE"]
 
@@ -124,6 +125,7 @@ class VQATask(Task):
             raise ValueError(f"vqa: scoring profile {profile!r} is not built; available: {list(PROFILES)}")
         self.profile = profile
         self.profile_options = _profile_options(profile, scoring)
+        self._scorer = VQAScorer(profile, options=self.profile_options)  # decided by the two above
         profile_prompts = dict(scoring.get("prompts") or {}) if isinstance(scoring, Mapping) else {}
         merged = {**DEFAULT_PROMPTS, **profile_prompts, **dict(prompts or {})}  # task options win
         self.prompts = {k: _check_template(k, v) for k, v in merged.items()}
@@ -208,8 +210,8 @@ class VQATask(Task):
         for (i, shift), resp in zip(owners, responses):
             per_sample[i].append((shift, resp))
         out: dict[str, Any] = {"responses": per_sample, "volume_sampling": sampled}
-        if self.judge is not None:
-            out["judge"] = self._ask_judge(batch, per_sample)
+        if self.judge is not None:  # the rule's scores made to choose what to ask are kept
+            out["judge"], out["cascade"] = self._ask_judge(batch, per_sample)
         if self.grader is not None:
             out["open_judge"] = self._grade_open(batch, per_sample)
         return out
@@ -244,45 +246,25 @@ class VQATask(Task):
             graded[i] = one
         return graded
 
-    def _rotation(self, batch: dict[str, Any], i: int, shift: int) -> tuple[Any, Any]:
-        """Options and answer of sample ``i`` as rotation ``shift`` showed them."""
-        from medimg_bench.metrics.text.vqa import rotate_options
-
-        options, answer = batch["options"][i], batch["answer"][i]
-        if shift and options:
-            opts, gt = rotate_options(options, str(answer).strip().upper() if answer is not None else "A", shift)
-            return opts, (gt if answer is not None else None)
-        return options, answer
-
-    def _judge_options(self, kind: str, scored: dict[str, Any], options: Any) -> list[str] | None:
-        """The options a judge is shown for an answer the rule left unparsed, or None when the
-        question is not one a judge may settle (open questions, closed ones with a non-yes/no
-        reference)."""
-        from medimg_bench.metrics.text.judge import YES_NO_OPTIONS
-
-        if not scored.get("unparsed"):
-            return None
-        if kind == "mcq" and options:
-            return list(options)
-        if kind == "closed" and scored.get("rule") == "yes_no":
-            return list(YES_NO_OPTIONS)
-        return None
-
-    def _ask_judge(self, batch: dict[str, Any], per_sample: list[list[tuple[int, Any]]]) -> list[dict[int, Any]]:
+    def _ask_judge(self, batch: dict[str, Any],
+                   per_sample: list[list[tuple[int, Any]]]) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
         """One judge request per (sample, rotation) whose answer the profile's rule left unparsed,
-        all in one ``generate`` call (served from the judge's response cache where possible)."""
+        all in one ``generate`` call (served from the judge's response cache where possible).
+        Returns the judge's responses and the rule's scores (per sample, by rotation), which
+        scoring reuses."""
         from medimg_bench.metrics.text.judge import judge_prompt
         from medimg_bench.models.vlm.base import GenerationRequest
 
-        scorer = self._scorer()
         requests, owners = [], []
+        first: list[dict[int, Any]] = [{} for _ in per_sample]
         for i, rotations in enumerate(per_sample):
             kind = batch["answer_type"][i]
             for shift, resp in rotations:
                 if resp.error:
                     continue
-                opts, gt = self._rotation(batch, i, shift)
-                shown = self._judge_options(kind, scorer(resp.text or "", gt, kind, opts), opts)
+                scored, shown = self._scorer.first_pass(resp.text or "", answer=batch["answer"][i], kind=kind,
+                                                       options=batch["options"][i], shift=shift)
+                first[i][shift] = scored
                 if shown is None:
                     continue
                 sid = batch["id"][i]
@@ -295,74 +277,27 @@ class VQATask(Task):
         if requests:
             for (i, shift), resp in zip(owners, self.judge.generate(requests)):
                 judged[i][shift] = resp
-        return judged
-
-    def _scorer(self) -> Any:
-        """``scorer(text, answer, kind, options) -> scored dict`` of this task's profile."""
-        from medimg_bench.metrics.text.vqa_profiles import PROFILES as _P
-
-        fn, extra = _P[self.profile].score, self.profile_options
-
-        def scorer(text: str, answer: Any, kind: str, options: Any) -> dict[str, Any]:
-            return fn(text, answer=answer, answer_type=kind, options=options, **extra)
-
-        return scorer
-
-    def _score_one(self, batch: dict[str, Any], i: int, shift: int, resp: Any,
-                   judged: Mapping[int, Any] | None) -> dict[str, Any]:
-        """One rotation's answer scored by the profile's rule, then — where that left it unparsed
-        and a judge replied — by the judge's letter (a reply that is not an option: unparsed)."""
-        from medimg_bench.metrics.text.judge import parse_judge_reply
-        from medimg_bench.metrics.text.vqa import normalize_answer
-
-        kind = batch["answer_type"][i]
-        opts, gt = self._rotation(batch, i, shift)
-        scored = self._scorer()(resp.text or "", gt, kind, opts)
-        scored["parsed_by"] = None if scored.get("unparsed") else "cascade"
-        reply = (judged or {}).get(shift)
-        shown = self._judge_options(kind, scored, opts) if reply is not None else None
-        if shown is None:
-            return scored
-        scored["judge_response"] = reply.text
-        letter = parse_judge_reply(reply.text, len(shown))
-        if letter is None:
-            return scored
-        index = ord(letter) - ord("A")
-        if kind == "mcq":
-            parsed = letter
-            hit = gt is not None and letter == str(gt).strip().upper()
-        else:
-            parsed = shown[index]
-            hit = gt is not None and parsed == normalize_answer(gt)
-        scored.update(parsed=parsed, unparsed=0.0, rule="judge", parsed_by="judge")
-        if gt is not None:
-            scored["correct"] = float(hit)
-            # VLMEvalKit asks its judge where exact matching fails: its figure takes the verdict
-            scored["harness"] = {k: float(hit) for k in scored.get("harness", {})}
-        return scored
+        return judged, first
 
     def _score(self, batch: dict[str, Any], i: int, rotations: list[tuple[int, Any]],
-               judged: Mapping[int, Any] | None = None, graded: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        kind, answer = batch["answer_type"][i], batch["answer"][i]
-        scored = self._score_one(batch, i, rotations[0][0], rotations[0][1], judged)
-        if graded is not None and graded.get("labels") is not None:
-            cats = self.grader.rubric.categories
-            scored["judge_score"] = graded["score"]
-            scored["judge_labels"] = [cats.index(lab) for lab in graded["labels"]]
-            if "second_label" in graded:
-                scored["judge2_label"] = cats.index(graded["second_label"])
-                scored["judge2_score"] = self.grader.rubric.score(graded["second_label"])
-        if len(rotations) > 1 and answer is not None and kind == "mcq":
-            ok = all(self._score_one(batch, i, shift, resp, judged)["correct"] == 1.0 for shift, resp in rotations)
-            scored["circular_correct"] = float(ok)
-        return scored
+               judged: Mapping[int, Any] | None = None, graded: Mapping[str, Any] | None = None,
+               first: Mapping[int, Any] | None = None) -> dict[str, Any]:
+        """Sample ``i``'s answers scored by :class:`~medimg_bench.metrics.text.vqa_scorer.VQAScorer`."""
+        return self._scorer.question(
+            [(shift, resp.text or "") for shift, resp in rotations], answer=batch["answer"][i],
+            kind=batch["answer_type"][i], options=batch["options"][i],
+            judge_replies={shift: resp.text for shift, resp in (judged or {}).items()}, first=first,
+            graded=graded, rubric=self.grader.rubric if self.grader is not None else None)
 
-    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+    def _scored(self, batch: dict[str, Any], outputs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each sample's answer scored once (rotations and judge verdicts included); a failed
+        request (the model's or a judge's) fails its sample."""
         from medimg_bench.models.vlm.requests import GenerationFailed  # tagged [predict]
 
-        scored, kinds = [], []
+        scored = []
         judged = outputs.get("judge") or [None] * len(batch["id"])
         graded = outputs.get("open_judge") or [None] * len(batch["id"])
+        first = outputs.get("cascade") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             for _, resp in rotations:
                 if resp.error:  # a failed request fails its sample, so a resumed run asks again
@@ -372,21 +307,35 @@ class VQATask(Task):
                     raise GenerationFailed(f"sample {sid!r}: the judge's request failed: {resp.error}")
             if graded[i] is not None and graded[i].get("error"):
                 raise GenerationFailed(graded[i]["error"])
-            one = self._score(batch, i, rotations, judged[i], graded[i])
+            one = self._score(batch, i, rotations, judged[i], graded[i], first[i])
             if batch["answer"][i] is None:  # withheld (GMAI-MMBench TEST): parsed, not scored
                 one["withheld"] = True
             scored.append(one)
-            kinds.append(batch["answer_type"][i])
-        return scored, kinds
+        return scored
+
+    def score(self, batch: dict[str, Any], outputs: dict[str, Any], *,
+              classes: Sequence[str] | None = None) -> TaskScores:
+        """The scored answers and answer types the ``vqa`` metric takes, and the records, from
+        one scoring of each answer."""
+        scored = self._scored(batch, outputs)
+        return TaskScores(scored, list(batch["answer_type"]), self._records(batch, outputs, scored))
+
+    def metric_inputs(self, batch: dict[str, Any], outputs: dict[str, Any]) -> tuple[Any, Any]:
+        preds, targets, _ = self.score(batch, outputs)
+        return preds, targets
 
     def sample_records(self, batch: dict[str, Any], outputs: dict[str, Any], classes: Any) -> list[dict[str, Any]]:
+        return self.score(batch, outputs, classes=classes).records
+
+    def _records(self, batch: dict[str, Any], outputs: dict[str, Any],
+                 scored_all: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows = []
         judged = outputs.get("judge") or [None] * len(batch["id"])
         graded = outputs.get("open_judge") or [None] * len(batch["id"])
         sampled = outputs.get("volume_sampling") or [None] * len(batch["id"])
         for i, (sid, rotations) in enumerate(zip(batch["id"], outputs["responses"])):
             first = rotations[0][1]
-            scored = self._score(batch, i, rotations, judged[i], graded[i])
+            scored = scored_all[i]
             meta = (batch.get("meta") or [{}] * len(batch["id"]))[i] or {}
             row = {"id": sid, "question": batch["question"][i], "answer": batch["answer"][i],
                    "answer_type": batch["answer_type"][i], "response": first.text,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from medimg_bench._fs import atomic_path
 
 __all__ = ["WorstSlices", "MAX_SIDE", "WORST_DIR"]
 
@@ -161,9 +162,5 @@ class WorstSlices:
 def _replace(path: Path, write: Any) -> None:
     """``write(tmp)`` to a temporary name beside ``path``, then rename: a reader sees the old
     file or the new one (files get the umask's mode, like the run's other files)."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
+    with atomic_path(path, fsync=False) as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -31,7 +31,10 @@ def test_by_name_in_any_order(columns, expected):
     (["s0", "s1"], True, "2 columns for 3 classes"),
     (["s0", "effusion", "s2"], True, r"do not match the classes by name"),
     (["a", "a", "b"], True, r"duplicate column name\(s\) \['a'\]"),
-    (["Nodule", "nodule", "effusion", "cardiomegaly"], False, r"\['Nodule'\] are not classes"),
+    (["Nodule", "nodule", "effusion", "cardiomegaly"], False,
+     r"ambiguous columns \(class 'nodule' could be any of \['Nodule', 'nodule'\]\)"),
+    (["nodule", "prob_nodule", "effusion", "cardiomegaly"], False,
+     r"class 'nodule' could be any of \['nodule', 'prob_nodule'\]"),
 ])
 def test_refusals_list_both_sets(columns, positional, problem):
     with pytest.raises(ValueError, match=problem) as e:

@@ -176,15 +176,15 @@ def test_datasets_check_lists_off_grid_pairs_from_headers(tmp_path):
 
 @pytest.mark.parametrize("loader", sorted(LOADERS))
 def test_mask_errors_are_tagged_as_target_failures(tmp_path, loader):
-    from medimg_bench.engine.runner import _SafeDataset
+    from medimg_bench.engine.loader import SafeDataset
 
     ds, mask_path = LOADERS[loader](tmp_path)
     Path(mask_path).write_bytes(b"")  # unreadable label file
-    failure = _SafeDataset(ds, fail_fast=False)[0]
+    failure = SafeDataset(ds, fail_fast=False)[0]
     assert failure["stage"] == "target" and Path(mask_path).name in failure["error"]
     ds, mask_path = LOADERS[loader](tmp_path / "again")
     _rewrite(mask_path, "shifted")
-    assert _SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
+    assert SafeDataset(ds, fail_fast=False)[0]["stage"] == "target"
 
 
 # loaders that yield masks through the same code as a covered one (checked below, not assumed)
@@ -238,3 +238,26 @@ def test_touchstone_reads_its_cases_with_the_totalsegmentator_loader(tmp_path):
     sub = create("touchstone", tmp_path, cases=tmp_path / "cases.txt")
     assert type(sub) is type(whole) and list(sub.ids) == ["s0001"]
     assert sub[0]["mask"].shape[-3:] == whole[0]["image"].shape[-3:]
+
+
+def test_read_target_decodes_picture_masks_through_the_one_decoder(tmp_path):
+    """A PNG mask read by ``read_target`` (``csv``'s ``mask_column``) is decoded, not cast: 0/255
+    is a 0/1 mask (was labels 0/255), labels stay labels, fractions and ambiguity are refused."""
+    from PIL import Image
+
+    from medimg_bench.datasets.grid import read_target
+    from medimg_bench.datasets.masks import MaskDecodeError
+
+    m = np.zeros((5, 6), np.uint8)
+    m[1:3, 1:4] = 1
+    Image.fromarray(m * 255).save(tmp_path / "b.png")
+    Image.fromarray(np.where(m, 3, 0).astype(np.uint8) + (np.arange(30).reshape(5, 6) == 0)).save(tmp_path / "l.png")
+    labels, meta = read_target(tmp_path / "b.png")
+    assert labels.dtype == np.int64 and np.array_equal(labels, m) and meta["path"] == str(tmp_path / "b.png")
+    assert set(np.unique(read_target(tmp_path / "l.png")[0])) == {0, 1, 3}
+    with pytest.raises(MaskDecodeError, match=r"l\.png.*ambiguous") as info:
+        read_target(tmp_path / "l.png", num_classes=2)
+    assert info.value.stage == "target"
+    np.save(tmp_path / "soft.npy", m * 0.5)
+    with pytest.raises(MaskDecodeError, match=r"soft\.npy.*not whole numbers"):
+        read_target(tmp_path / "soft.npy")

@@ -175,3 +175,36 @@ def test_fastmri_layout(tmp_path):
     s = ds[0]
     assert s["id"] == "file1000" and s["image"].shape == (1, 2, 20, 20)
     np.testing.assert_allclose(s["image"][0].numpy(), s["target"].numpy(), atol=1e-5)
+
+
+def test_float_segmentation_in_a_reconstruction_h5_is_refused_not_cast(tmp_path):
+    """Issue 35: a soft (float) segmentation in a submission ``.h5`` was cast to int (Dice 0.0);
+    the NIfTI path refused it. Both go through the one mask decoder now."""
+    from medimg_bench.engine.runner import evaluate
+    from medimg_bench.registry import create_model
+
+    truth = make_skm_tea(tmp_path / "data")
+    ds = create_dataset("skm_tea", root=tmp_path / "data", split="test", combine_tissues=False)
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    echoes, seg = truth["MTR_003"]
+    for e in (1, 2):
+        with h5py.File(preds / f"MTR_003_echo{e}.h5", "w") as f:
+            f["reconstruction"] = np.abs(echoes[e - 1])
+            # echo 1: soft labels (0.9 where tissue); echo 2: the labels as whole floats (accepted)
+            f["segmentation"] = (seg > 0) * 0.9 if e == 1 else seg.astype(np.float32)
+    res = evaluate(create_model("predictions", root=preds), ds, task="reconstruction",
+                   metrics={"dice": {"metric": "dice"}}, device="cpu", progress=False, n_resamples=10)
+    failed = res.samples.set_index("id")
+    assert res.summary["n_failed"] == 1
+    err = str(failed.loc["MTR_003_echo1", "error"])
+    assert "MTR_003_echo1.h5" in err and "not whole numbers" in err and "0.9" in err
+    assert res.summary["metrics"]["dice"]["per_class"]["femoral_cartilage"]["mean"] == pytest.approx(1.0)
+    # the NIfTI tissue mask with fractions is refused the same way, naming the file
+    import nibabel as nib
+
+    nii = next((tmp_path / "data" / "segmentation_masks" / "raw-data-track").glob("MTR_003*"))
+    img = nib.load(nii)
+    nib.save(nib.Nifti1Image(np.asarray(img.dataobj).astype(np.float32) * 0.5, img.affine), nii)
+    with pytest.raises(SampleError, match=r"MTR_003\.nii\.gz.*not whole numbers"):
+        ds[0]

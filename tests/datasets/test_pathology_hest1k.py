@@ -139,6 +139,13 @@ def test_release_layout(tmp_path):
     assert [sorted(te) for _, te in ds.folds()] == [["S1", "S2"], ["S3"], ["S4"], ["S5"]]
     sub = create_dataset("hest1k", root=tmp_path, genes=inp["genes"][:4], ids=["S1", "S3", "S4"])
     assert set(sub.manifest["sample_id"]) == {"S1", "S3", "S4"} and len(sub.folds()) == 3
+    assert ds.exclusions == [] and sub.exclusions == []
+    # a partial download: the table lists S6, whose files are not there — an exclusion, counted
+    pd.DataFrame([*rows, {"dataset_title": "Study Y", "id": "S6", "patient": "", "oncotree_code": "IDC"}]).to_csv(
+        tmp_path / "HEST_v1_1_0.csv", index=False)
+    part = create_dataset("hest1k", root=tmp_path, genes=inp["genes"][:4])
+    assert set(part.manifest["sample_id"]) == {"S1", "S2", "S3", "S4", "S5"}
+    assert [(e["id"], e["file"]) for e in part.exclusions] == [("S6", "st/S6.h5ad")]
 
 
 def test_bad_input_names_the_file(tmp_path, bench):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from medimg_bench.datasets.seg2d import _io
+from medimg_bench.datasets.masks import decode_mask
 from medimg_bench.registry import create_dataset
+from medimg_bench.sample import SampleError
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "infnet_covid_semiseg"
 
@@ -45,14 +46,17 @@ def test_mask_formats(tmp_path):
     rgb = np.stack([np.where(m, 250, 3)] * 3, -1).astype(np.uint8)
     Image.fromarray(rgb).save(tmp_path / "rgb.jpg", quality=75)
     for name in ("bit.png", "l.png", "01.png", "16.png", "rgb.jpg"):
-        got = _io.read_mask(tmp_path / name, mask_format="auto", n_classes=2)
-        assert got.dtype == np.int64 and got.shape == m.shape, name
-        assert (got == m).mean() > (0.97 if name.endswith(".jpg") else 1 - 1e-9), name
-    assert set(np.unique(_io.read_mask(tmp_path / "pal.png", n_classes=3))) <= {0, 2}
-    # 0/1 masks under the toolbox's > 128 rule would be empty: "binary" says so explicitly
-    assert _io.read_mask(tmp_path / "01.png", mask_format="binary").sum() == 0
-    with pytest.raises(ValueError, match="mask_format"):
-        _io.read_mask(tmp_path / "l.png", mask_format="bits")
+        for encoding in ("auto", "binary"):
+            got = decode_mask(tmp_path / name, encoding=encoding, num_classes=2)
+            assert got.dtype == np.int64 and got.shape == m.shape, name
+            assert (got == m).mean() > (0.97 if name.endswith(".jpg") else 1 - 1e-9), name
+    assert set(np.unique(decode_mask(tmp_path / "pal.png", num_classes=3))) <= {0, 2}
+    # 0/1 masks are no longer emptied by the toolbox's > 128: a declared 255 refuses them, naming the file
+    assert decode_mask(tmp_path / "01.png", encoding="binary").sum() == m.sum()
+    with pytest.raises(ValueError, match=r"01\.png.*values 0, 1.*empty"):
+        decode_mask(tmp_path / "01.png", encoding="binary", foreground=255)
+    with pytest.raises(ValueError, match="encoding"):
+        decode_mask(tmp_path / "l.png", encoding="bits")
 
 
 def _covid(root: Path, n: int = 3) -> Path:
@@ -102,8 +106,13 @@ def test_check_reports_unpaired_and_size_mismatch(tmp_path):
     _mask255(gt / "61.png", np.zeros((10, 24), dtype=bool))  # wrong size
     ds = create_dataset("covid_semiseg", root=root)
     problems = {(p["id"], p["problem"].split(":")[0]) for p in ds.check()}
-    assert ("99", "image without a mask") in problems and ("98", "mask without an image") in problems
-    assert ("61", "size mismatch") in problems
+    assert ("98", "mask without an image") in problems and ("61", "size mismatch") in problems
+    # the image without its mask is a sample that fails, not one that vanishes
+    assert "99" in ds.ids and ("99", "image '99.jpg' has no mask '99.*' in the mask folder ('" + str(gt) + "')") in {
+        (p["id"], p["problem"]) for p in ds.check()}
+    with pytest.raises(SampleError, match=r"sample '99'.*99\.jpg.*no mask '99\.\*'") as info:
+        ds[ds.ids.index("99")]
+    assert info.value.stage == "target"
     with pytest.raises(Exception, match="61.*20x24|20x24.*10x24"):
         ds[1]
 

@@ -63,7 +63,9 @@ def test_readme_list_layout_busi(tmp_path):
     assert s["mask"].dtype == torch.int64 and int(s["mask"].sum()) == int(_disk(seed=1).sum())
     grey = val[1]["image"]
     assert bool((grey[0] == grey[1]).all() and (grey[1] == grey[2]).all())   # grey repeated to 3
-    assert create_dataset("ubench", root=tmp_path, name="busi", mask_rule="gt127")[0]["mask"].sum() == 0
+    # the 0/1 mask under gt127 would be empty: refused, naming the file and its values
+    with pytest.raises(ValueError, match=r"malignant \(17\)\.png.*values 0, 1.*empty"):
+        create_dataset("ubench", root=tmp_path, name="busi", mask_rule="gt127")[0]
     assert val.check() == []
 
 

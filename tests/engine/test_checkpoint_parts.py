@@ -16,9 +16,9 @@ from safetensors import safe_open
 from medimg_bench.engine.checkpoint import (
     Checkpoint,
     _records_state,
-    _unpack,
     read_part,
     restore_metrics,
+    unpack,
 )
 from medimg_bench.engine.partfile import Unencodable, read_part_file, write_part
 from medimg_bench.engine.results import Records
@@ -71,7 +71,7 @@ def test_a_part_reads_back_bit_for_bit(tmp_path):
     ck.save(done=[f"s{i}" for i in range(64)], records=Records(), failures=[], metrics=metrics, elapsed_s=0.0)
     saved = Checkpoint(tmp_path / "c", key=KEY).load()["metrics"]
     for name, m in metrics.items():
-        for s in m._reductions:
+        for s in m.state_reductions:
             value, back = getattr(m, s), saved[name][s]
             if isinstance(value, list):
                 assert len(back) == len(value)
@@ -201,7 +201,7 @@ def test_record_columns_read_back_as_they_were(tmp_path, column):
     records = Records([{"id": np.array(["s0"] * len(column), dtype=object), "v": column}])
     state = _records_state(records, 0)
     write_part({"records": state}, tmp_path / "p.safetensors")
-    back = Records.from_state([{k: _unpack(v) for k, v in c.items()}
+    back = Records.from_state([{k: unpack(v) for k, v in c.items()}
                                for c in read_part_file(tmp_path / "p.safetensors")["records"]])
     want = Records.from_state(records.to_state())  # what the previous release read back
     got, exp = back.chunks[0]["v"], want.chunks[0]["v"]

@@ -55,7 +55,7 @@ def _build(registry, name: str):
 
 def _keyed_names(obj) -> set[str]:
     hook = getattr(obj, "key_settings", None)
-    states = getattr(obj, "_defaults", {})
+    states = getattr(obj, "state_reductions", {})
     options = hook() if callable(hook) else {k: v for k, v in vars(obj).items()
                                               if not k.startswith("_") and k not in states}
     names = set(options) | set(key_files(obj))

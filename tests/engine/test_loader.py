@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from medimg_bench.engine.loader import InProcessBatches, _SafeDataset, make_loader, split_collate
+from medimg_bench.engine.loader import InProcessBatches, SafeDataset, make_loader, split_collate
 
 
 class _Data(torch.utils.data.Dataset):
@@ -62,13 +62,13 @@ def _same(a: list, b: list) -> None:
 def test_same_batches_calls_and_random_state_as_a_dataloader(n, batch_size, indices, bad):
     ds_a, ds_b = _Data(n, bad), _Data(n, bad)
     torch.manual_seed(123)
-    ref = torch.utils.data.DataLoader(_SafeDataset(ds_a, False), batch_size=batch_size, sampler=indices,
+    ref = torch.utils.data.DataLoader(SafeDataset(ds_a, False), batch_size=batch_size, sampler=indices,
                                       shuffle=False, num_workers=0, collate_fn=split_collate)
     want, want_len = _batches(ref), len(ref)
     after_ref = torch.rand(3)
     torch.manual_seed(123)
     positions = indices if indices is not None else range(n)
-    ours = InProcessBatches(_SafeDataset(ds_b, False), positions, batch_size=batch_size, collate_fn=split_collate)
+    ours = InProcessBatches(SafeDataset(ds_b, False), positions, batch_size=batch_size, collate_fn=split_collate)
     got, got_len = _batches(ours), len(ours)
     after_ours = torch.rand(3)
     _same(got, want)
@@ -104,4 +104,4 @@ def test_refetch_loads_a_batch_again():
 
 def test_a_batch_size_below_one_is_refused():
     with pytest.raises(ValueError, match="batch_size"):
-        InProcessBatches(_SafeDataset(_Data(3), False), range(3), batch_size=0, collate_fn=split_collate)
+        InProcessBatches(SafeDataset(_Data(3), False), range(3), batch_size=0, collate_fn=split_collate)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from medimg_bench.engine.checkpoint import _pack_items, _unpack
+from medimg_bench.engine.checkpoint import _pack_items, unpack
 from medimg_bench.engine.results import Records
 
 
@@ -33,11 +33,11 @@ def test_rows_and_columns_give_one_table_and_round_trip(tmp_path):
 
 def test_packed_metric_items_unpack_to_the_same_items():
     items = [torch.rand(3, 4), torch.rand(1, 4), torch.rand(5, 4)]
-    back = _unpack(_pack_items(items))
+    back = unpack(_pack_items(items))
     assert len(back) == 3 and all(torch.equal(a, b) for a, b in zip(items, back))
     per_sample = [torch.rand(4), torch.rand(4)]  # 1-D items are packed too, and split back
-    assert all(torch.equal(a, b) for a, b in zip(per_sample, _unpack(_pack_items(per_sample))))
-    assert _unpack(_pack_items(["s1", "s2"])) == ["s1", "s2"]
-    assert _unpack(_pack_items(["a\x1fb", "c"])) == ["a\x1fb", "c"]
+    assert all(torch.equal(a, b) for a, b in zip(per_sample, unpack(_pack_items(per_sample))))
+    assert unpack(_pack_items(["s1", "s2"])) == ["s1", "s2"]
+    assert unpack(_pack_items(["a\x1fb", "c"])) == ["a\x1fb", "c"]
     mixed = [torch.rand(2, 3), torch.rand(2, 5)]
-    assert _pack_items(mixed) is mixed or _unpack(_pack_items(mixed))[1].shape == (2, 5)
+    assert _pack_items(mixed) is mixed or unpack(_pack_items(mixed))[1].shape == (2, 5)

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_curve
 
-from medimg_bench.metrics.base import _merge_states
 from medimg_bench.metrics.detection import (
     FROCCPM,
     LUNA16_FP_RATES,
@@ -210,6 +209,6 @@ def test_stateful_froc_cpm_and_engine_bootstrap():
     # a distributed gather with a duplicated scan counts it once
     rank0 = {"ids": ["a", "b"], "entries": m.entries[:2]}
     rank1 = {"ids": ["c", "a"], "entries": [m.entries[2], m.entries[0]]}
-    merged = _merge_states([rank0, rank1], m._reductions)
-    m.entries, m.ids = merged["entries"], merged["ids"]
+    m.load_state(rank0)
+    m.merge_state(rank1)
     assert m.ids == ["a", "b", "c"] and m.compute()[0].item() == pytest.approx(3 / 7)

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from medimg_bench.metrics import segmentation as S
-from medimg_bench.metrics.base import _merge_states
 from medimg_bench.metrics.seg_conventions import CONVENTIONS
 from medimg_bench.registry import create_metric
 
@@ -158,11 +157,12 @@ def test_distributed_merge_counts_each_sample_once():
     for ids, sl in ((["a", "b"], slice(0, 2)), (["b", "c"], slice(1, 2))):
         m = S.SegmentationMetrics(num_classes=3, metrics=["dice", "hd95"])
         m.update(p[sl], t[sl], ids=ids[: sl.stop - sl.start])
-        ranks.append({k: getattr(m, k) for k in m._defaults})
-    merged = _merge_states(ranks, m._reductions)
-    assert merged["ids"] == ["a", "b"]
-    assert torch.cat(merged["scores_dice"]).shape[0] == 2
-    assert torch.cat(merged["status_codes"]).shape[0] == 2
+        ranks.append(m.state_dict())
+    m.load_state(ranks[0])
+    m.merge_state(ranks[1:])
+    assert m.ids == ["a", "b"]
+    assert torch.cat(m.scores_dice).shape[0] == 2
+    assert torch.cat(m.status_codes).shape[0] == 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, jaccard_score, precision_recall_fscore_support
 
-from medimg_bench.metrics.base import _merge_states
 from medimg_bench.metrics.video import (
     PHASE_SUMMARY_NAMES,
     PhaseMetricsState,
@@ -122,9 +121,9 @@ def test_per_video_average_and_permutation_invariance(seed, n_videos):
 @settings(max_examples=40, deadline=None)
 @given(a=st.lists(st.integers(0, 3), max_size=25), b=st.lists(st.integers(0, 3), min_size=1, max_size=25))
 def test_edit_distance_matches_naive_dp(a, b):
-    from medimg_bench.metrics.video import _levenshtein
+    from medimg_bench.metrics.video import levenshtein
 
-    assert _levenshtein(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)) == _naive_levenshtein(a, b)
+    assert levenshtein(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)) == _naive_levenshtein(a, b)
 
 
 def test_scores_input_and_ignore_index():
@@ -170,5 +169,6 @@ def test_stateful_phase_metrics():
     # a distributed gather with a duplicated video counts it once
     r0 = {"ids": ["v1", "v2"], "confusions": m.confusions[:2], "edits": m.edits[:2]}
     r1 = {"ids": ["v3", "v1"], "confusions": [m.confusions[2], m.confusions[0]], "edits": [m.edits[2], m.edits[0]]}
-    merged = _merge_states([r0, r1], m._reductions)
-    assert merged["ids"] == ["v1", "v2", "v3"] and len(merged["confusions"]) == 3
+    m.load_state(r0)
+    m.merge_state([r1])
+    assert m.ids == ["v1", "v2", "v3"] and len(m.confusions) == 3

@@ -8,7 +8,6 @@ import torch
 
 from medimg_bench.engine.checkpoint import Checkpoint, restore_metrics
 from medimg_bench.engine.results import Records
-from medimg_bench.metrics.base import _merge_states
 from medimg_bench.metrics.phase_frames import Cholec80Phase, PhaseFrames, PitVisPhase
 from tests.metrics._phase_corpus import cholec80_corpus
 
@@ -78,7 +77,6 @@ def test_two_ranks_with_padding_equal_one():
         m.update(b[0], b[1], b[2], ids=b[3])
     merged = _metrics()
     for k, m in merged.items():
-        states = [{s: getattr(r[k], s) for s in r[k]._defaults} for r in ranks]
-        for s, v in _merge_states(states, m._reductions).items():
-            setattr(m, s, v)
+        m.load_state(ranks[0][k].state_dict())
+        m.merge_state([r[k].state_dict() for r in ranks[1:]])
     _assert_same(_tables(ref), _tables(merged))

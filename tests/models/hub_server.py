@@ -4,6 +4,10 @@ uses to download a model (a test utility; 127.0.0.1 only, stops by itself).
 Routes (what ``snapshot_download`` / ``hf_hub_download`` call, read from huggingface_hub 2.4's
 ``hf_api.py`` and ``file_download.py``):
 
+Dataset repositories (``add_commit(..., repo_type="dataset")``) answer the same routes under
+``/api/datasets/…`` and ``/datasets/{repo}/resolve/…``; their keys in ``repos``, ``drop_after``
+and ``corrupt`` are ``"datasets/{repo}"``.
+
 * ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}``: model info (``sha`` is the
   commit the revision resolves to, ``siblings`` the files);
 * ``GET /api/models/{repo}/tree/{rev}[/{path}]``: the file listing (``oid`` git blob SHA-1,
@@ -90,11 +94,12 @@ class HubServer:
 
     # -- content ----------------------------------------------------------------------------------
     def add_commit(self, repo_id: str, files: dict[str, bytes], *, ref: str | None = "main",
-                   commit: str | None = None) -> str:
+                   commit: str | None = None, repo_type: str = "model") -> str:
         """Add a commit holding ``files`` (the whole tree) and point ``ref`` at it; returns its hash."""
         self._n += 1
-        sha = commit or hashlib.sha1(f"{repo_id}:{self._n}".encode()).hexdigest()
-        repo = self.repos.setdefault(repo_id, Repo())
+        key = repo_id if repo_type == "model" else f"{repo_type}s/{repo_id}"
+        sha = commit or hashlib.sha1(f"{key}:{self._n}".encode()).hexdigest()
+        repo = self.repos.setdefault(key, Repo())
         repo.commits[sha] = dict(files)
         if ref:
             repo.refs[ref] = sha
@@ -193,8 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[0] == "_mark":  # a test's phase marker in the request log: GET /_mark/<name>
             hub.requests[-1] = ("MARK", "/".join(parts[1:]))
             return self._send(200, b"ok", head=head)
-        if parts[:2] == ["api", "models"] and len(parts) >= 4:
-            repo_id = "/".join(parts[2:4])
+        if parts[:2] in (["api", "models"], ["api", "datasets"]) and len(parts) >= 4:
+            repo_id = "/".join(parts[2:4]) if parts[1] == "models" else "datasets/" + "/".join(parts[2:4])
             rest = parts[4:]
             if not rest or rest[0] == "revision":
                 return self._info(repo_id, rest[1] if len(rest) > 1 else "main", head=head)
@@ -202,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._tree(repo_id, rest[1], "/".join(rest[2:]), head=head)
         if len(parts) >= 5 and parts[2] == "resolve":
             return self._file("/".join(parts[:2]), parts[3], "/".join(parts[4:]), head=head)
+        if len(parts) >= 6 and parts[0] == "datasets" and parts[3] == "resolve":
+            return self._file("/".join(parts[:3]), parts[4], "/".join(parts[5:]), head=head)
         self._error("RepoNotFound", head=head)
 
     def _info(self, repo_id: str, rev: str, *, head: bool) -> None:
@@ -209,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(got, str):
             return self._error(got, head=head)
         sha, files = got
-        body = json.dumps({"id": repo_id, "modelId": repo_id, "sha": sha, "private": False,
+        body = json.dumps({"id": repo_id.removeprefix("datasets/"), "modelId": repo_id, "sha": sha, "private": False,
                            "siblings": [{"rfilename": f} for f in sorted(files)]}).encode()
         self._send(200, body, {"Content-Type": "application/json"}, head=head)
 

@@ -73,7 +73,7 @@ def test_bad_predictions_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.options.root"):
         mb.create_model("predictions", root=tmp_path / "nope")
     (tmp_path / "predictions.csv").write_text("case,a,b\nx,0.1,0.2\n")
-    with pytest.raises(ValueError, match="no 'id' column"):
+    with pytest.raises(ValueError, match="no id column found"):
         mb.create_model("predictions", root=tmp_path)
     (tmp_path / "predictions.csv").write_text("id,a,b\nx,0.1,0.2\n")
     with pytest.raises(ValueError, match=r"no column for class\(es\) \['c'\]"):

@@ -13,6 +13,7 @@ from PIL import Image
 
 import medimg_bench as mb
 from medimg_bench.builders import build_model
+from medimg_bench.engine.results import EvaluationFailed
 from medimg_bench.models.predictions import AnswersFromFile
 from medimg_bench.runs import compose_config
 from medimg_bench.runs.compose import plain
@@ -64,7 +65,7 @@ def _vqa(model, ds, **task):
     ([{"id": True, "text": "yes"}], r"line 1: the id must be a string or an integer, got bool"),
     ([{"id": " ", "text": "yes"}], r"line 1: the id is empty"),
     ([{"id": "b", "text": "no"}, {"id": "a"}], r"line 2: no \['text'\] key"),
-    ([{"id": "a"}], r"no text column found"),
+    ([{"id": "a"}], r"no column holding the model.s text"),
     (['{"id": "a", "text": "yes", "text": "no"}'], r"line 1: not a JSON object .*\['text'\] given twice"),
     (['["a", "yes"]'], r"line 1: expected a JSON object, got list"),
     (['{"id": "a", "text": "yes"'], r"line 1: not a JSON object"),
@@ -111,7 +112,9 @@ def test_circular_eval_over_one_stored_answer_is_refused(mcq, tmp_path):
     with pytest.raises(ValueError, match="stored answers cannot be rotated.*#rot"):
         build_model(cfg["model"], mcq)
     # the Python API: the rotations fail, each naming the reason (never the same letter served again)
-    res = _vqa(AnswersFromFile(path), mcq, circular=True)
+    with pytest.raises(EvaluationFailed) as failed:  # no sample scored: the run failed
+        _vqa(AnswersFromFile(path), mcq, circular=True)
+    res = failed.value.results
     assert res.summary["n_failed"] == 3
     assert all("stored answers cannot be rotated" in e for e in res.samples["error"].dropna())
     # without CircularEval the stored answers are scored as they are

@@ -148,3 +148,33 @@ def test_mil_protocol_on_camelyon16_layout(tmp_path, monkeypatch):
     assert {v["source"] for v in res2.summary["protocol"]["embeddings"].values()} == {"cache"}
     np.testing.assert_allclose(res2.summary["protocol"]["per_seed"]["0"]["auroc"],
                                s["protocol"]["per_seed"]["0"]["auroc"])
+
+
+def test_a_test_slide_without_tissue_is_a_failed_slide(tmp_path, monkeypatch, capsys):
+    """Issue #35 item 4: a CAMELYON16 test slide with no tissue left the MIL test set (n_failed 0);
+    it is now a failed slide naming the reason, and reference.csv's slide absent from disk
+    (test_049) an exclusion counted in summary.json and printed."""
+    from medimg_bench.protocols import run_protocol
+    from medimg_bench.runs import compose_config
+    from tests.datasets.test_pathology_camelyon16 import _write_slide, make_camelyon16
+
+    pytest.importorskip("tiffslide")
+    root = make_camelyon16(tmp_path / "c16")
+    _write_slide(root / "testing" / "images" / "test_004.tif", np.full((512, 512, 3), 235, np.uint8), 0.25)
+    with open(root / "testing" / "reference.csv", "a") as f:
+        f.write("test_004,Normal,\n")
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    over = ["protocol=mil", "dataset=camelyon16", f"dataset.root={root}", "protocol.val_split=val",
+            "dataset.options.mpp=1.0", "dataset.options.tile_size=32", "dataset.options.thumbnail_size=128",
+            "model=timm_resnet10t", "protocol.options.epochs=2", "bootstrap.n_resamples=10", "progress=false",
+            "protocol.seeds=[0]"]
+    res = run_protocol(compose_config(over), tmp_path / "run")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["n_samples"] == 4 and s["n_failed"] == 1 and s["failed_ids"] == ["test_004"]
+    assert s["n_excluded"] == 1 and s["exclusions"][0]["id"] == "test_049"
+    failed = res.samples[res.samples["status"] == "failed"]
+    assert list(failed["id"]) == ["test_004"] and "without tissue" in failed["error"].iloc[0]
+    assert "test_004.tif" in failed["error"].iloc[0]
+    assert s["protocol"]["info"]["0"]["test_slides"] == 3  # the figures are over the scored slides
+    out = capsys.readouterr().out
+    assert "1 failed" in out and "1 excluded" in out and "excluded test_049" in out

@@ -92,3 +92,27 @@ def test_fine_tune_run_resumes_to_the_same_result(tmp_path, cache_env, monkeypat
     resumed = run_protocol(compose_config([*over, f"resume={tmp_path / 'cut'}"]), tmp_path / "cut")
     assert resumed.summary["metrics"] == full.summary["metrics"]
     assert resumed.summary["protocol"]["info"]["0"]["best_step"] == full.summary["protocol"]["info"]["0"]["best_step"]
+
+
+def test_a_probe_counts_the_test_sets_exclusions(tmp_path, monkeypatch):
+    """Issue #35 item 4: the test set's items that are not samples (a slide without tissue,
+    reference.csv's slide absent from disk) are counted in a probe's summary.json too."""
+    import numpy as np
+
+    from tests.datasets.test_pathology_camelyon16 import _write_slide, make_camelyon16
+
+    pytest.importorskip("tiffslide")
+    root = make_camelyon16(tmp_path / "c16")
+    _write_slide(root / "testing" / "images" / "test_004.tif", np.full((512, 512, 3), 235, np.uint8), 0.25)
+    with open(root / "testing" / "reference.csv", "a") as f:
+        f.write("test_004,Normal,\n")
+    monkeypatch.setenv("MEDIMG_BENCH_CACHE", str(tmp_path / "cache"))
+    cfg = compose_config(["protocol=linear_probe", "dataset=camelyon16", f"dataset.root={root}",
+                          "protocol.val_split=val", "dataset.options.mpp=1.0", "dataset.options.tile_size=32",
+                          "dataset.options.thumbnail_size=128", "model=timm_resnet10t", "task.options.multilabel=false",
+                          "protocol.options.max_steps=5", "bootstrap.n_resamples=10", "progress=false",
+                          "protocol.seeds=[0]"])
+    run_protocol(cfg, tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["n_excluded"] == 2
+    assert {e["id"] for e in summary["exclusions"]} == {"test_004", "test_049"}

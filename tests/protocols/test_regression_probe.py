@@ -87,3 +87,4 @@ def test_regression_probe_run_on_a_hest_bench_folder(tmp_path, monkeypatch):
     row = samples[samples["id"] == "S3/" + str(inp["samples"]["S3"]["barcodes"][4])].iloc[0]
     np.testing.assert_allclose(row["target"], np.log1p(inp["samples"]["S3"]["counts"][4, cols]), rtol=1e-6)
     assert s["protocol"]["embeddings"]["all"]["n"] == len(samples)
+    assert s["n_excluded"] == 0 and s["exclusions"] == []  # the dataset's exclusions are counted (none here)

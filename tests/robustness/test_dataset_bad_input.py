@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from medimg_bench.datasets import create, list_datasets
-from medimg_bench.engine.runner import _Failure, _SafeDataset
+from medimg_bench.engine.loader import Failure, SafeDataset
 
 nib = pytest.importorskip("nibabel")
 PIL = pytest.importorskip("PIL.Image")
@@ -182,6 +182,8 @@ EXCUSED = {
                   "(test_pathology_camelyon16)",
     "hest1k": "HDF5 patch arrays and .h5ad per ST sample, read when the dataset is built; a corrupt file fails "
               "then naming it (test_pathology_hest1k)",
+    "phase_eval_files": "labels only, no per-sample image files; the text files are read when the dataset is "
+                        "built and a bad line fails then naming file and line (test_phase_eval_files)",
 }
 # same readers as a covered loader of the family (PNG/JPEG/DICOM through io.read_image, NIfTI
 # through read_volume, frames/videos through the video readers): listed so the check below is
@@ -266,13 +268,13 @@ def test_corrupt_file_fails_its_sample_naming_the_file(tmp_path, name, kind):
     if name.startswith("synthetic"):  # do not corrupt the shared cache: work on a private copy
         assert str(tmp_path) in str(path)
     CORRUPTIONS[kind](Path(path))
-    safe = _SafeDataset(ds, fail_fast=False)
+    safe = SafeDataset(ds, fail_fast=False)
     first = safe[0]
-    assert isinstance(first, _Failure), f"{name}/{kind}: the corrupt sample loaded without error"
+    assert isinstance(first, Failure), f"{name}/{kind}: the corrupt sample loaded without error"
     assert Path(path).name in first["error"], first["error"]
     assert first["stage"] in ("load", "target")
     for i in range(1, len(ds)):
-        assert not isinstance(safe[i], _Failure), f"{name}/{kind}: sample {i} failed too"
+        assert not isinstance(safe[i], Failure), f"{name}/{kind}: sample {i} failed too"
 
 
 def test_every_registered_dataset_is_covered_or_excused():

@@ -243,4 +243,4 @@ def test_profile_options_are_checked(tmp_path):
     with pytest.raises(ValueError, match="cannot read the candidate answer list"):
         VQATask(scoring={"name": "llava_med", "candidates": str(tmp_path / "missing.json")})
     with pytest.raises(ValueError, match="unknown variant"):
-        VQATask(scoring={"name": "lmms_eval", "variant": "mimic"})._scorer()("x", "yes", "closed", None)
+        VQATask(scoring={"name": "lmms_eval", "variant": "mimic"})._scorer.rule("x", answer="yes", kind="closed", options=None)

@@ -16,11 +16,11 @@ import pandas as pd
 
 from medimg_bench.datasets.cxr.base import (
     CXRDataset,
-    _first_existing,
-    _lines,
-    _need_columns,
-    _options,
-    _read_csv,
+    cxr_options,
+    first_existing,
+    need_columns,
+    numbered_lines,
+    read_csv,
 )
 from medimg_bench.registry import register_dataset
 
@@ -62,8 +62,8 @@ def train_split_only(name: str, split: str) -> None:
 def read_table(path: Path, name: str, columns: Sequence[str] = (), **read_kw: Any) -> pd.DataFrame:
     """The CSV at ``path`` with a ``_line`` column (1-based file line, after the header); raises
     naming the file when it cannot be read or lacks one of ``columns``."""
-    df = _lines(_read_csv(path, name, **read_kw))
-    _need_columns(df, columns, path, name)
+    df = numbered_lines(read_csv(path, name, **read_kw))
+    need_columns(df, columns, path, name)
     return df
 
 
@@ -80,7 +80,7 @@ def split_file(
     is not in ``files`` (the message names the ``shown`` splits) or no such file exists (the
     message names the ``split`` and ``what``)."""
     check_choice(name, "split", split, list(files), shown=shown)
-    return _first_existing(folder, files[split], name, f"{split} {what}")
+    return first_existing(folder, files[split], name, f"{split} {what}")
 
 
 def first_true(mask: pd.Series | np.ndarray) -> int | None:
@@ -123,7 +123,7 @@ def cxr_loader(
     The registered loader takes ``build``'s parameters, then the options of
     :data:`SHARED_OPTIONS` (``normalize``, ``channels``, ``views``, ``on_missing``,
     ``transform``), and raises ``TypeError`` naming any other keyword before ``build`` runs;
-    ``build`` gets the shared ones bundled as ``opts`` (:class:`~.base._Options`, which builds
+    ``build`` gets the shared ones bundled as ``opts`` (:class:`~.base.Options`, which builds
     the dataset). ``inspect.signature`` of the loader lists every option with its default."""
 
     def wrap(build: Callable[..., CXRDataset]) -> Callable[..., CXRDataset]:
@@ -137,7 +137,7 @@ def cxr_loader(
                 raise TypeError(f"{name}: {exc}") from None
             bound.apply_defaults()
             given = dict(bound.arguments)
-            opts = _options(name, given.pop("options"), *(given.pop(k) for k in SHARED_OPTIONS))
+            opts = cxr_options(name, given.pop("options"), *(given.pop(k) for k in SHARED_OPTIONS))
             return build(**given, opts=opts)
 
         loader.__signature__ = signature  # type: ignore[attr-defined]

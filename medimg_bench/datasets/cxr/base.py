@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.base import PathManifestDataset
+from medimg_bench.sample import pixels_wanted
 
 __all__ = ["CXRDataset"]
 
@@ -91,12 +92,15 @@ class CXRDataset(PathManifestDataset):
         from medimg_bench.datasets.cxr.pixels import decode_siim_rle, load_cxr_image
 
         path = self.resolve(row["path"])
-        image, imeta = load_cxr_image(
-            path,
-            normalize=self.normalize,
-            channels=self.channels,
-            invert_monochrome1=self.invert_monochrome1,
-        )
+        if self.pixels or self.rle_column is not None:  # an RLE mask takes its size from the image
+            image, imeta = load_cxr_image(
+                path,
+                normalize=self.normalize,
+                channels=self.channels,
+                invert_monochrome1=self.invert_monochrome1,
+            )
+        else:  # the model reads no pixel (stored predictions): labels and meta only
+            image, imeta = None, {"path": str(path)}
         meta = {k: v for k, v in imeta.items() if k in ("view", "sex", "age")}  # header fallback
         meta.update(self.meta_for(row))
         meta.update({k: v for k, v in imeta.items() if k not in ("view", "sex", "age")})
@@ -104,7 +108,9 @@ class CXRDataset(PathManifestDataset):
         for col in self.meta_columns:
             if col in row:
                 meta[col] = row[col]
-        sample: dict[str, Any] = {"id": str(row["id"]), "image": image, "meta": meta}
+        sample: dict[str, Any] = {"id": str(row["id"]), "meta": meta}
+        if image is not None:
+            sample["image"] = image
         if self.multilabel:
             sample["label"] = torch.tensor(
                 [float(row[c]) for c in self.classes or []], dtype=torch.float32
@@ -126,7 +132,7 @@ class CXRDataset(PathManifestDataset):
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
+def read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
     try:
         df = pd.read_csv(path, **kw)
     except (OSError, ValueError) as exc:
@@ -135,7 +141,7 @@ def _read_csv(path: Path, name: str, **kw: Any) -> pd.DataFrame:
     return df
 
 
-def _need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name: str) -> None:
+def need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(
@@ -144,7 +150,7 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str], path: Path | str, name:
         )
 
 
-def _first_existing(root: Path, names: Sequence[str], name: str, what: str) -> Path:
+def first_existing(root: Path, names: Sequence[str], name: str, what: str) -> Path:
     for n in names:
         hits = sorted(root.glob(n))
         if hits:
@@ -152,7 +158,7 @@ def _first_existing(root: Path, names: Sequence[str], name: str, what: str) -> P
     raise FileNotFoundError(f"{name}: no {what} under {str(root)!r} (looked for {list(names)})")
 
 
-def _index_files(
+def index_files(
     root: Path, *, under: Callable[[tuple[str, ...]], bool] | None = None
 ) -> dict[str, str]:
     """Map file stem → path relative to ``root`` for image files (os.walk; DICOM preferred)."""
@@ -205,9 +211,11 @@ def _attach_paths(
     expected: str = "{}",
 ) -> pd.DataFrame:
     """Add a ``path`` column by looking ``manifest[key]`` up in ``files``; a row whose image is
-    not found raises, is skipped, or (``lazy``) gets ``expected.format(key)`` so that reading it
+    not found raises, is skipped, or (``lazy``, and whenever the model reads no pixel:
+    :func:`~medimg_bench.sample.without_pixels`) gets ``expected.format(key)`` so that reading it
     names the file that should be there."""
     _check_on_missing(on_missing, name)
+    on_missing = on_missing if pixels_wanted() else "lazy"
     manifest = manifest.copy()
     keys = manifest[key].astype(str)
     found = keys.map(files)
@@ -232,7 +240,7 @@ def _check_paths(
     manifest: pd.DataFrame, root: Path, on_missing: str, name: str, where: str
 ) -> pd.DataFrame:
     _check_on_missing(on_missing, name)
-    if on_missing == "lazy" or manifest.empty:
+    if on_missing == "lazy" or manifest.empty or not pixels_wanted():  # no pixel read: none checked
         return manifest
     exists = np.fromiter(
         (os.path.exists(root / p) if isinstance(p, str) else False for p in manifest["path"]),
@@ -252,7 +260,7 @@ def _check_paths(
 
 
 @dataclass(frozen=True)
-class _Options:
+class Options:
     """The options every loader takes (see the module docstring); builds the dataset."""
 
     name: str
@@ -308,7 +316,7 @@ class _Options:
         )
 
 
-def _options(
+def cxr_options(
     name: str,
     options: Mapping[str, Any],
     normalize: str,
@@ -316,13 +324,13 @@ def _options(
     views: Sequence[str] | None,
     on_missing: str,
     transform: Callable[[dict], dict] | None,
-) -> _Options:
+) -> Options:
     """Reject unknown ``options`` and bundle the shared ones."""
     _ensure_options(options, name)
-    return _Options(name, normalize, channels, views, on_missing, transform)
+    return Options(name, normalize, channels, views, on_missing, transform)
 
 
-def _lines(df: pd.DataFrame) -> pd.DataFrame:
+def numbered_lines(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df["_line"] = np.arange(len(df)) + 2  # 1-based line in the CSV, after the header
     return df

@@ -17,7 +17,7 @@ from medimg_bench.datasets.cxr._layout import (
     read_table,
     split_file,
 )
-from medimg_bench.datasets.cxr.base import CXRDataset, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options
 from medimg_bench.datasets.cxr.labels import (
     CHEXPERT_PATHOLOGIES,
     apply_uncertainty,
@@ -47,7 +47,7 @@ def chexpert(
     *,
     uncertainty: str = "ignore",
     blank: str = "nan",
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """CheXpert v1.0 (or -small): ``train.csv`` / ``valid.csv`` (``test_labels.csv`` or
     ``test.csv`` for ``split="test"``), images at the CSV ``Path`` (its first folder is the

@@ -13,7 +13,7 @@ import pandas as pd
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.columns import match_class_columns
 from medimg_bench.datasets.cxr._layout import check_choice, first_true, read_table
-from medimg_bench.datasets.cxr.base import CXRDataset, _options
+from medimg_bench.datasets.cxr.base import CXRDataset, cxr_options
 from medimg_bench.datasets.cxr.labels import apply_uncertainty
 from medimg_bench.registry import register_dataset
 
@@ -62,7 +62,7 @@ def csv_dataset(
     (metrics ignore them; per-sample rows keep them). Multi-label blanks follow ``blank``."""
     name = "csv"
     check_choice(name, "on_missing_label", on_missing_label, ("error", "skip", "unlabelled"))
-    opts = _options(name, options, normalize, channels, views, on_missing, transform)
+    opts = cxr_options(name, options, normalize, channels, views, on_missing, transform)
     r = dataset_root(root, name)
     path = Path(csv) if Path(csv).is_absolute() else r / csv
     if not path.exists():
@@ -70,6 +70,9 @@ def csv_dataset(
     labels = [label_columns] if isinstance(label_columns, str) else list(label_columns)
     if not labels:
         raise ValueError(f"{name}: label_columns is empty")
+    classes = list(labels) if classes is None and len(labels) > 1 else classes  # the user's spelling
+    image_column, labels, id_column, patient_column, view_column, split_column, meta_columns = _named_columns(
+        path, name, image_column, labels, (id_column, patient_column, view_column, split_column), meta_columns)
     extra = [c for c in (id_column, patient_column, view_column, split_column) if c]
     dtype = {c: str for c in [image_column, *extra]}
     df = read_table(path, name, [image_column, *labels, *extra, *meta_columns], dtype=dtype)
@@ -78,6 +81,7 @@ def csv_dataset(
     columns = (image_column, id_column, patient_column, view_column)
     man = _base_manifest(df, columns, meta_columns)
     dropped: dict[str, int] = {}
+    listed = man[["id", "path"]]
     if len(labels) == 1:
         df, man, cls, dropped = _single_label(
             df, man, labels[0], classes, path=path, on_missing_label=on_missing_label
@@ -96,7 +100,31 @@ def csv_dataset(
         meta_columns=tuple(meta_columns),
     )
     ds.dropped = dropped
+    for sid, p in listed.loc[listed.index.difference(man.index)].itertuples(index=False):  # accounted for
+        ds.exclude(sid, file=p, reason=f"blank label in {labels[0]!r} (on_missing_label=skip)")
     return ds
+
+
+def _named_columns(path: Path, name: str, image_column: str, labels: list[str],
+                   optional: tuple[str | None, ...], meta_columns: Sequence[str]) -> tuple[Any, ...]:
+    """The CSV's own spelling of every column the options name, found up to case and punctuation
+    by the one column matcher (``Path`` for ``path``; two candidates refused listing them); a
+    name the CSV lacks is kept as given, for :func:`read_table` to refuse listing the columns."""
+    from medimg_bench.datasets.columns import find_column
+
+    try:
+        header = [str(c).strip() for c in pd.read_csv(path, nrows=0).columns]
+    except (OSError, ValueError):
+        header = []  # read_table says why the file cannot be read
+
+    def one(column: str | None) -> str | None:
+        if column is None or column in header:
+            return column
+        return find_column(header, (column,), where=f"{name}: {str(path)!r}", what=repr(column),
+                           required=False) or column
+
+    return (one(image_column), [one(c) for c in labels], *(one(c) for c in optional),
+            tuple(one(c) for c in meta_columns))
 
 
 def _base_manifest(

@@ -10,7 +10,7 @@ import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, optional_column, read_table
-from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, first_existing
 from medimg_bench.datasets.cxr.labels import (
     CHEXPERT_PATHOLOGIES,
     apply_uncertainty,
@@ -30,7 +30,7 @@ def mimic_cxr(
     labeler: str = "chexpert",
     uncertainty: str = "ignore",
     blank: str = "nan",
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """MIMIC-CXR-JPG 2.x: ``mimic-cxr-2.0.0-metadata.csv(.gz)``, ``-chexpert``/``-negbio``
     label CSVs (per study), ``-split.csv`` (``train``/``validate``/``test``), images at
@@ -41,13 +41,13 @@ def mimic_cxr(
     name = "mimic_cxr"
     check_choice(name, "labeler", labeler, ("chexpert", "negbio"))
     r = dataset_root(root, name)
-    meta_csv = _first_existing(
+    meta_csv = first_existing(
         r, ("mimic-cxr-*-metadata.csv", "mimic-cxr-*-metadata.csv.gz"), name, "metadata CSV"
     )
-    split_csv = _first_existing(
+    split_csv = first_existing(
         r, ("mimic-cxr-*-split.csv", "mimic-cxr-*-split.csv.gz"), name, "split CSV"
     )
-    label_csv = _first_existing(
+    label_csv = first_existing(
         r, (f"mimic-cxr-*-{labeler}.csv", f"mimic-cxr-*-{labeler}.csv.gz"), name, f"{labeler} CSV"
     )
     ids = {"dicom_id": str, "subject_id": str, "study_id": str}

@@ -18,7 +18,7 @@ from medimg_bench.datasets.cxr._layout import (
     read_table,
     train_split_only,
 )
-from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, first_existing, index_files
 
 __all__ = ["RSNA_CLASSES", "rsna_pneumonia"]
 
@@ -32,7 +32,7 @@ def rsna_pneumonia(
     split: str = "train",
     *,
     target: str = "binary",
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """RSNA Pneumonia Detection Challenge: ``stage_2_train_labels.csv`` (``patientId, x, y,
     width, height, Target``; one row per box), ``stage_2_detailed_class_info.csv`` and images
@@ -46,7 +46,7 @@ def rsna_pneumonia(
     train_split_only(name, split)
     check_choice(name, "target", target, ("binary", "class"))
     r = dataset_root(root, name)
-    csv = _first_existing(
+    csv = first_existing(
         r, ("stage_2_train_labels.csv", "stage_1_train_labels.csv"), name, "train labels CSV"
     )
     columns = ["patientId", "x", "y", "width", "height", "Target"]
@@ -63,7 +63,7 @@ def rsna_pneumonia(
     else:
         classes = RSNA_CLASSES
         man["label"] = _class_labels(man, r, csv)
-    files = _index_files(r)
+    files = index_files(r)
     man = opts.attach_paths(man, files, "id", str(csv), expected="stage_2_train_images/{}.dcm")
     man["view"] = np.nan  # ViewPosition is read from the DICOM header at load time
     return opts.finish(
@@ -101,7 +101,7 @@ def _patient_rows(df: pd.DataFrame) -> pd.DataFrame:
 def _class_labels(man: pd.DataFrame, r: Path, csv: Path) -> pd.Series:
     """Each patient's index into :data:`RSNA_CLASSES`, from the detailed class info CSV."""
     name = "rsna_pneumonia"
-    info_csv = _first_existing(
+    info_csv = first_existing(
         r,
         ("stage_2_detailed_class_info.csv", "stage_1_detailed_class_info.csv"),
         name,

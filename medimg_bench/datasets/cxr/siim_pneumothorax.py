@@ -11,7 +11,7 @@ import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, read_table, train_split_only
-from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, first_existing, index_files
 
 __all__ = ["siim_pneumothorax"]
 
@@ -23,7 +23,7 @@ def siim_pneumothorax(
     *,
     rle_format: str | None = None,
     masks: bool = True,
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """SIIM-ACR Pneumothorax Segmentation: ``train-rle.csv`` (``ImageId``, `` EncodedPixels`` —
     the Kaggle header has a leading space) or ``stage_2_train.csv``; images ``<ImageId>.dcm``
@@ -37,7 +37,7 @@ def siim_pneumothorax(
     name = "siim_pneumothorax"
     train_split_only(name, split)
     r = dataset_root(root, name)
-    csv = _first_existing(
+    csv = first_existing(
         r, ("train-rle.csv", "stage_2_train.csv", "*/train-rle.csv"), name, "RLE CSV"
     )
     if rle_format is None:
@@ -56,7 +56,7 @@ def siim_pneumothorax(
             }
         )
     man = pd.DataFrame(rows, columns=["id", "label", "rle", "_line"])
-    man = opts.attach_paths(man, _index_files(r), "id", str(csv), expected="{}.dcm")
+    man = opts.attach_paths(man, index_files(r), "id", str(csv), expected="{}.dcm")
     man["view"] = np.nan
     return opts.finish(
         man,

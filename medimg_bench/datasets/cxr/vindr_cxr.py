@@ -12,7 +12,7 @@ import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
 from medimg_bench.datasets.cxr._layout import check_choice, cxr_loader, read_table
-from medimg_bench.datasets.cxr.base import CXRDataset, _first_existing, _index_files, _Options
+from medimg_bench.datasets.cxr.base import CXRDataset, Options, first_existing, index_files
 
 __all__ = ["vindr_cxr"]
 
@@ -23,7 +23,7 @@ def vindr_cxr(
     split: str = "test",
     *,
     aggregate: str = "majority",
-    opts: _Options,
+    opts: Options,
 ) -> CXRDataset:
     """VinDr-CXR (PhysioNet 1.0.0): ``annotations/image_labels_{train,test}.csv`` (``image_id``,
     ``rad_id``/``rad_ID``, one 0/1 column per finding), ``annotations/annotations_{split}.csv``
@@ -38,7 +38,7 @@ def vindr_cxr(
     check_choice(name, "split", split, ("train", "test"))
     check_choice(name, "aggregate", aggregate, ("majority", "any", "all"))
     r = dataset_root(root, name)
-    csv = _first_existing(
+    csv = first_existing(
         r,
         (f"annotations/image_labels_{split}.csv", f"image_labels_{split}.csv"),
         name,
@@ -67,7 +67,7 @@ def vindr_cxr(
     man["patient_id"] = man["id"]  # VinDr-CXR publishes no patient ids (one image per study)
     boxes = _boxes_by_image(r, split)
     man["boxes"] = [boxes.get(i, []) for i in man["id"]]
-    files = _index_files(r, under=lambda parts: bool(parts) and parts[0] == split)
+    files = index_files(r, under=lambda parts: bool(parts) and parts[0] == split)
     man = opts.attach_paths(man, files, "id", str(csv), expected=f"{split}/{{}}.dicom")
     man["view"] = np.nan
     return opts.finish(

@@ -15,9 +15,9 @@ import torch
 from medimg_bench.datasets.base import PathManifestDataset
 from medimg_bench.datasets.medmnist.npz import npz_member
 from medimg_bench.datasets.medmnist.release import (
-    _SIZES_2D,
-    _SIZES_3D,
     MEDMNIST_INFO,
+    SIZES_2D,
+    SIZES_3D,
     FileCheck,
     identify_file,
     parse_file_name,
@@ -177,7 +177,7 @@ def _check_options(flag: str, split: str, size: int | None, upsample: int | None
     if split not in ("train", "val", "test"):
         raise ValueError(f"medmnist: split must be 'train', 'val' or 'test', got {split!r}")
     is3d = MEDMNIST_INFO[flag][2]
-    sizes = _SIZES_3D if is3d else _SIZES_2D
+    sizes = SIZES_3D if is3d else SIZES_2D
     if size is not None and size not in sizes:
         raise ValueError(f"medmnist: size {size} not available for {flag} (sizes {sizes})")
     if upsample is not None and (is3d or int(upsample) < 1):

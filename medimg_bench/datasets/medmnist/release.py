@@ -165,8 +165,8 @@ MEDMNIST_INFO: dict[str, tuple[str, int, bool, tuple[str, ...]]] = {
     "synapsemnist3d": ("binary-class", 1, True, ("inhibitory synapse", "excitatory synapse")),
 }
 
-_SIZES_2D = (28, 64, 128, 224)
-_SIZES_3D = (28, 64)
+SIZES_2D = (28, 64, 128, 224)
+SIZES_3D = (28, 64)
 
 _SPLITS: dict[str, tuple[int, int, int]] = {
     "adrenalmnist3d": (1188, 98, 298),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from medimg_bench.datasets.masks import check_label_map
 from medimg_bench.datasets.mri_recon.base import ReconDataset
 from medimg_bench.registry import register_dataset
 from medimg_bench.sample import SampleError
@@ -74,10 +75,10 @@ class SkmTeaDataset(ReconDataset):
         else:
             raise SampleError(f"tissue mask must be a label map or {len(SKM_TEA_TISSUES)}-channel one-hot, "
                               f"got shape {arr.shape}", sample_id=str(row["id"]), path=str(path))
-        if labels.min() < 0 or labels.max() > len(SKM_TEA_TISSUES) or (labels != np.round(labels)).any():
-            raise SampleError(f"tissue labels must be integers 0..{len(SKM_TEA_TISSUES)}",
-                              sample_id=str(row["id"]), path=str(path))
-        labels = labels.astype(np.int64)
+        try:  # the one mask decoder's label-map rule: fractions, negatives, labels past the tissues refused
+            labels = check_label_map(labels, path, num_classes=len(SKM_TEA_TISSUES) + 1, what="tissue mask")
+        except ValueError as exc:
+            raise SampleError(str(exc), sample_id=str(row["id"]), path=str(path)) from exc
         if self.combine_tissues:  # medial + lateral tibial cartilage, medial + lateral meniscus
             labels = np.array([0, 1, 2, 3, 3, 4, 4])[labels]
         return labels

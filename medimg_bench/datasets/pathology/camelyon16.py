@@ -22,7 +22,12 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import dataset_root
-from medimg_bench.datasets.pathology.wsi import WSITileDataset, _tiles_for_slide, open_slide
+from medimg_bench.datasets.pathology.wsi import (
+    WSITileDataset,
+    no_tissue_reason,
+    open_slide,
+    tiles_for_slide,
+)
 from medimg_bench.registry import register_dataset
 
 __all__ = ["camelyon16", "camelyon16_slides", "EVA_VAL_SLIDES"]
@@ -80,7 +85,7 @@ def camelyon16_slides(root: str | Path, split: str = "test", *, val_slides: str 
                 raise ValueError(f"camelyon16: slide {str(p)!r} has no row in testing/reference.csv")
             rows.append({"slide_id": sid, "path": str(p.relative_to(r)), "label": CLASSES.index(ref[sid])})
         missing = sorted(set(ref) - set(on_disk))
-        if missing:  # the challenge's duplicate test_049 is usually deleted
+        if missing:  # the challenge's duplicate test_049 is usually deleted: an exclusion, shown
             log.warning("camelyon16: %d slides of reference.csv are not on disk (%s)", len(missing), missing[:5])
     else:
         for lab in CLASSES:
@@ -97,6 +102,8 @@ def camelyon16_slides(root: str | Path, split: str = "test", *, val_slides: str 
         raise ValueError(f"camelyon16: no slides of split {split!r} under {str(r)!r}")
     df = pd.DataFrame(rows)
     df["patient_id"] = df["slide_id"]
+    if split == "test":  # listed by reference.csv, absent from testing/images
+        df.attrs["not_on_disk"] = missing
     return df
 
 
@@ -122,15 +129,16 @@ def camelyon16(
     slides = camelyon16_slides(root, split, val_slides=val_slides)
     r = Path(root).expanduser()
     rng = np.random.default_rng(seed)
-    parts, used = [], backend
+    parts, used, tissueless = [], backend, []
     for s in slides.to_dict("records"):
         slide = open_slide(r / s["path"], backend)
         used = slide.backend
-        tiles, m0 = _tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
+        tiles, m0 = tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=tile_size,
                                      tissue_threshold=tissue_threshold, thumbnail_size=thumbnail_size,
                                      base_mpp=base_mpp)
         if not len(tiles):
             log.warning("camelyon16: no tissue tiles in %s", s["path"])
+            tissueless.append(s)
             continue
         if max_tiles_per_slide is not None and len(tiles) > max_tiles_per_slide:
             tiles = tiles.iloc[np.sort(rng.choice(len(tiles), max_tiles_per_slide, replace=False))]
@@ -143,5 +151,11 @@ def camelyon16(
     ds = WSITileDataset(pd.concat(parts, ignore_index=True), root=r, classes=list(CLASSES), backend=used,
                         transform=transform)
     ds.name = "camelyon16"
+    for s in tissueless:  # listed, not a sample: counted and shown; protocol=mil fails the slide
+        ds.exclude(s["slide_id"], file=s["path"], reason=no_tissue_reason(tissue_threshold), kind="no_tiles")
+    for sid in slides.attrs.get("not_on_disk", []):
+        ds.exclude(sid, file=f"testing/images/{sid}.tif",
+                   reason="listed in testing/reference.csv, not on disk (the challenge's duplicate test_049 is "
+                          "usually deleted)")
     return ds
 

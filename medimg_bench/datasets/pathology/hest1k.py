@@ -271,8 +271,19 @@ def hest1k(
         n += len(bc)
     if not rows:
         raise ValueError(f"hest1k: no samples of split {split!r} under {str(r)!r}")
-    return HESTDataset(pd.concat(rows, ignore_index=True), root=r, genes=gene_list,
-                       expression=np.concatenate(blocks), folds=folds, transform=transform)
+    ds = HESTDataset(pd.concat(rows, ignore_index=True), root=r, genes=gene_list,
+                     expression=np.concatenate(blocks), folds=folds, transform=transform)
+    if layout == "release" and ids is None:  # listed by the release table, not downloaded: counted
+        for s in _absent_release_samples(r, sample_ids):
+            ds.exclude(s, file=f"st/{s}.h5ad", reason="listed in HEST_v1_1_0.csv, not on disk (st/<id>.h5ad)")
+    return ds
+
+
+def _absent_release_samples(root: Path, present: Sequence[str]) -> list[str]:
+    """The ids of ``HEST_v1_1_0.csv`` without an ``st/<id>.h5ad`` (a partial download)."""
+    listed = pd.read_csv(root / "HEST_v1_1_0.csv", dtype=str, usecols=["id"], encoding="utf-8-sig")["id"]
+    have = set(present)
+    return [s for s in listed if not (root / "st" / f"{s}.h5ad").exists() and s not in have]
 
 
 def _test_fold(sample_ids: Sequence[str], folds: Sequence[tuple[list[str], list[str]]]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from medimg_bench.datasets.base import PathManifestDataset, dataset_root
-from medimg_bench.datasets.pathology.pixels import IMAGE_SUFFIXES, _unit_rgb
+from medimg_bench.datasets.pathology.pixels import IMAGE_SUFFIXES, unit_rgb
 from medimg_bench.registry import register_dataset
 
 __all__ = ["PathologyImageDataset", "image_folder"]
@@ -47,7 +47,7 @@ class PathologyImageDataset(PathManifestDataset):
         meta.update({c: row[c] for c in self.meta_columns if c in row})
         return {
             "id": str(row["id"]),
-            "image": _unit_rgb(array, str(path)),
+            "image": unit_rgb(array, str(path)),
             "label": int(row["label"]),
             "meta": meta,
         }

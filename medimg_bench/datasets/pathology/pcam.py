@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from medimg_bench.datasets.base import PathManifestDataset, dataset_root
-from medimg_bench.datasets.pathology.pixels import _unit_rgb
+from medimg_bench.datasets.pathology.pixels import unit_rgb
 from medimg_bench.registry import register_dataset
 
 __all__ = ["PCamDataset", "pcam"]
@@ -73,7 +73,7 @@ class PCamDataset(PathManifestDataset):
                 meta[c] = row[c]
         return {
             "id": str(row["id"]),
-            "image": _unit_rgb(patch, self.x_file),
+            "image": unit_rgb(patch, self.x_file),
             "label": int(row["label"]),
             "meta": meta,
         }

@@ -8,7 +8,7 @@ import torch
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 
 
-def _unit_rgb(array: np.ndarray, path: str) -> torch.Tensor:
+def unit_rgb(array: np.ndarray, path: str) -> torch.Tensor:
     """``H×W(×C)`` uint8/uint16 → float32 ``3×H×W`` (or ``1×H×W`` for grey) in [0, 1]."""
     a = np.asarray(array)
     if a.ndim == 3 and a.shape[-1] in (2, 4):

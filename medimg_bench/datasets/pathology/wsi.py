@@ -24,6 +24,7 @@ __all__ = [
     "tissue_mask",
     "select_level",
     "open_slide",
+    "no_tissue_reason",
 ]
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ class WSITileDataset(PathManifestDataset):
         return sample
 
 
-def _tiles_for_slide(
+def tiles_for_slide(
     slide: _Slide,
     *,
     mpp: float,
@@ -317,22 +318,16 @@ def wsi_tiles(
     if not slides:
         raise ValueError(f"{name}: no slides matching {pattern!r} under {str(r)!r}")
     rng = np.random.default_rng(seed)
-    parts = []
+    parts, tissueless = [], []
     used_backend = backend
     for s in slides:
         slide = open_slide(s["path"], backend)
         used_backend = slide.backend
-        tiles, m0 = _tiles_for_slide(
-            slide,
-            mpp=mpp,
-            tile_size=tile_size,
-            stride=stride,
-            tissue_threshold=tissue_threshold,
-            thumbnail_size=thumbnail_size,
-            base_mpp=base_mpp,
-        )
+        tiles, m0 = tiles_for_slide(slide, mpp=mpp, tile_size=tile_size, stride=stride, tissue_threshold=tissue_threshold,
+                                     thumbnail_size=thumbnail_size, base_mpp=base_mpp)
         if not len(tiles):
             log.warning("%s: no tissue tiles in %s", name, s["path"])
+            tissueless.append(s["path"])
             continue
         tiles = _subsample(tiles, max_tiles_per_slide, rng)
         tiles = _named_tiles(tiles, s, r, tile_size=tile_size, mpp=mpp, base_mpp=m0)
@@ -341,13 +336,18 @@ def wsi_tiles(
         raise ValueError(
             f"{name}: no slide under {str(r)!r} has tissue tiles (tissue_threshold={tissue_threshold})"
         )
-    return WSITileDataset(
-        pd.concat(parts, ignore_index=True),
-        root=r,
-        classes=cls,
-        backend=used_backend,
-        transform=transform,
-    )
+    ds = WSITileDataset(pd.concat(parts, ignore_index=True), root=r, classes=cls, backend=used_backend,
+                        transform=transform)
+    for path in tissueless:  # listed, not a sample: counted and shown (datasets/base.py)
+        rel = path.relative_to(r)
+        ds.exclude(str(rel.with_suffix("")), file=str(rel), reason=no_tissue_reason(tissue_threshold), kind="no_tiles")
+    return ds
+
+
+def no_tissue_reason(tissue_threshold: float) -> str:
+    """Why a slide is excluded when no tile of it is tissue enough."""
+    return (f"slide without tissue: no tile has tissue_threshold={tissue_threshold:g} of its area tissue "
+            "(a slide-level protocol fails it)")
 
 
 def _slide_root(root: str | Path | None) -> Path:

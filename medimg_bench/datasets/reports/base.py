@@ -44,7 +44,7 @@ _KNOWN_HEADERS = {
 _HEADER = re.compile(r"^[ \t]*([A-Za-z][A-Za-z /&()\-]{1,48}?)[ \t]*:", re.M)
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
@@ -64,7 +64,7 @@ def parse_report_sections(text: str) -> dict[str, str | None]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     marks: list[tuple[int, int, str]] = []
     for m in _HEADER.finditer(text):
-        raw = _clean(m.group(1))
+        raw = clean(m.group(1))
         key = _KNOWN_HEADERS.get(raw.lower())
         if key is None and raw.isupper() and sum(c.isalpha() for c in raw) >= 3:
             key = raw.lower()
@@ -72,12 +72,12 @@ def parse_report_sections(text: str) -> dict[str, str | None]:
             marks.append((m.start(), m.end(), key))
     sections: dict[str, str | None] = {}
     first = marks[0][0] if marks else len(text)
-    preamble = _clean(text[:first])
+    preamble = clean(text[:first])
     if preamble:
         sections["preamble"] = preamble
     for i, (_, end, key) in enumerate(marks):
         stop = marks[i + 1][0] if i + 1 < len(marks) else len(text)
-        body = _clean(text[end:stop])
+        body = clean(text[end:stop])
         if not body:
             continue
         targets = ("findings", "impression") if key == "findings_and_impression" else (key,)
@@ -88,9 +88,9 @@ def parse_report_sections(text: str) -> dict[str, str | None]:
     return sections
 
 
-def _last_paragraph(text: str) -> str | None:
+def last_paragraph(text: str) -> str | None:
     paragraphs = [p for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if p.strip()]
-    return _clean(paragraphs[-1]) if paragraphs else None
+    return clean(paragraphs[-1]) if paragraphs else None
 
 
 def select_report_text(sections: Mapping[str, str | None], section: str) -> str | None:
@@ -128,8 +128,6 @@ class ReportDataset(ManifestDataset):
         super().__init__(manifest, root=root, path_columns=cols, transform=transform, name=name)
         self.multi_view = multi_view
         self.meta_columns = meta_columns
-        #: skip the images (a run scoring stored reports needs none; set by model=predictions)
-        self.text_only = False
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         from medimg_bench.datasets.vqa import decode_image
@@ -141,7 +139,7 @@ class ReportDataset(ManifestDataset):
                 meta[col] = value
         sample: dict[str, Any] = {"id": str(row["id"]), "report": str(row["report"])}
         value = row.get("image_path")
-        if not self.text_only and (isinstance(value, str) or (isinstance(value, list) and value)):
+        if self.pixels and (isinstance(value, str) or (isinstance(value, list) and value)):
             paths = [str(self.resolve(p)) for p in (value if isinstance(value, list) else [value])]
             images = [decode_image(p) for p in paths]
             sample["image"] = images if self.multi_view else images[0]
@@ -150,7 +148,7 @@ class ReportDataset(ManifestDataset):
         return sample
 
 
-def _check_options(section: str, views: str) -> None:
+def check_options(section: str, views: str) -> None:
     if section not in ("findings", "impression", "both"):
         raise ValueError(f"section must be 'findings', 'impression' or 'both', got {section!r}")
     if views not in ("frontal", "all"):

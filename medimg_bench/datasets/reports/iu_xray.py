@@ -11,8 +11,8 @@ import pandas as pd
 
 from medimg_bench.datasets.reports.base import (
     ReportDataset,
-    _check_options,
-    _clean,
+    check_options,
+    clean,
     select_report_text,
 )
 from medimg_bench.registry import register_dataset
@@ -51,7 +51,7 @@ def iu_xray(
     ``views="frontal"``: one image (first frontal view; R2Gen: first listed), ``"all"``: a list.
     """
     root = Path(root)
-    _check_options(section, views)
+    check_options(section, views)
     if not root.is_dir():
         raise FileNotFoundError(
             f"iu_xray: root folder {str(root)!r} does not exist; set dataset.root to the folder holding "
@@ -90,7 +90,7 @@ def _iu_r2gen(root: Path, split: str, image_dir: str, views: str) -> pd.DataFram
     import json
 
     path = root / "annotation.json"
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         data = json.load(fh)
     key = {"validate": "val", "validation": "val"}.get(split, split)
     if key not in data:
@@ -107,8 +107,8 @@ def _iu_r2gen(root: Path, split: str, image_dir: str, views: str) -> pd.DataFram
                 "id": sid,
                 "patient_id": sid.split("_")[0],  # "CXR2384_IM-0942" -> report CXR2384
                 "study_id": sid,
-                "report": _clean(str(item.get("report", ""))),
-                "findings": _clean(str(item.get("report", ""))),
+                "report": clean(str(item.get("report", ""))),
+                "findings": clean(str(item.get("report", ""))),
                 "image_path": paths if views == "all" else paths[0],
                 "split": key,
                 "modality": "CR",
@@ -146,7 +146,7 @@ def _iu_openi(root: Path, split: str, image_dir: str, section: str, views: str) 
             no_images += 1
             continue
         frontal = [f for f, p in images if p.lower() == "frontal"]
-        sections = {"findings": _clean(rec["findings"]) or None, "impression": _clean(rec["impression"]) or None}
+        sections = {"findings": clean(rec["findings"]) or None, "impression": clean(rec["impression"]) or None}
         if views == "all":
             image_path: Any = [f"{image_dir}/{f}" for f, _ in images]
             view: Any = [p for _, p in images]
@@ -160,7 +160,7 @@ def _iu_openi(root: Path, split: str, image_dir: str, section: str, views: str) 
                 "study_id": uid,
                 "report": select_report_text(sections, section),
                 **sections,
-                "indication": _clean(rec.get("indication", "")) or None,
+                "indication": clean(rec.get("indication", "")) or None,
                 "mesh": rec.get("MeSH") or None,
                 "image_path": image_path,
                 "view": view if isinstance(view, str) else None,
@@ -177,14 +177,21 @@ def _iu_openi(root: Path, split: str, image_dir: str, section: str, views: str) 
 def _iu_reports_csv(path: Path, split: str) -> pd.DataFrame:
     if split != "test":
         raise ValueError(f"iu_xray: {str(path)!r} holds the test split only, got split={split!r}")
+    from medimg_bench.datasets.columns import find_column
+
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for col in ("study_id", "report"):
-        if col not in table.columns:
-            raise ValueError(f"iu_xray: {str(path)!r} has no {col!r} column (columns: {list(table.columns)})")
-    dup = table["study_id"][table["study_id"].duplicated()]
+    where = f"iu_xray: {str(path)!r}"
+    # by name up to case and punctuation (the one column matcher): ReXrank's gts.csv is study_id,report
+    id_col = find_column(list(table.columns), ("study_id", "id"), where=where, what="id")
+    text_col = find_column(list(table.columns), REFERENCE_NAMES, where=where, what="reference report")
+    dup = table[id_col][table[id_col].duplicated()]
     if len(dup):
-        raise ValueError(f"iu_xray: {str(path)!r}: duplicate study_id(s) {sorted(set(dup))[:5]}")
-    ids = table["study_id"].astype(str)
+        raise ValueError(f"{where}: duplicate {id_col}(s) {sorted(set(dup))[:5]}")
+    ids = table[id_col].astype(str)
     return pd.DataFrame({"id": ids, "patient_id": ids.str.split("_").str[0], "study_id": ids,
-                         "report": [_clean(t) for t in table["report"]],
-                         "findings": [_clean(t) for t in table["report"]], "split": "test", "modality": "CR"})
+                         "report": [clean(t) for t in table[text_col]],
+                         "findings": [clean(t) for t in table[text_col]], "split": "test", "modality": "CR"})
+
+
+#: the reference report's column in a reports CSV, in order of preference
+REFERENCE_NAMES = ("report", "reference", "reference_report", "ground_truth", "gt_report", "gt")

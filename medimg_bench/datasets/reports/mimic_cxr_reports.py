@@ -12,8 +12,8 @@ import pandas as pd
 
 from medimg_bench.datasets.reports.base import (
     ReportDataset,
-    _check_options,
-    _last_paragraph,
+    check_options,
+    last_paragraph,
     parse_report_sections,
     select_report_text,
 )
@@ -62,7 +62,7 @@ def mimic_cxr_reports(
     (as MIMIC-CXR's own section script does for reports without headers).
     """
     root = Path(root)
-    _check_options(section, views)
+    check_options(section, views)
     jpg = Path(jpg_root) if jpg_root is not None else None
     folders = [p for p in (jpg, root) if p is not None]
     split_key = {"val": "validate", "validation": "validate"}.get(split, split)
@@ -80,7 +80,7 @@ def mimic_cxr_reports(
         sections = parse_report_sections(text)
         report = select_report_text(sections, section)
         if report is None and fallback_last_paragraph:
-            report = _last_paragraph(text)
+            report = last_paragraph(text)
         if not report:
             if not drop_empty:
                 raise ValueError(f"mimic_cxr_reports: {str(f)!r} has no {section} section")

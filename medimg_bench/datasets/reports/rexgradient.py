@@ -106,7 +106,7 @@ def rexgradient(
         raise FileNotFoundError(f"rexgradient: no {path.relative_to(root)} under {str(root)!r} "
                                 "(the Hugging Face release rajpurkarlab/ReXGradient-160K)")
     try:
-        studies = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda c: None)
+        studies = json.loads(path.read_text(encoding="utf-8-sig"), parse_constant=lambda c: None)
     except (OSError, ValueError) as exc:
         raise ValueError(f"rexgradient: cannot read {str(path)!r}: {exc}") from exc
     if not isinstance(studies, dict):

@@ -17,12 +17,14 @@ _SPLITS = {
 
 
 @register_dataset("isic2018_task1", tags=("segmentation", "2d", "dermoscopy"))
-def isic2018_task1(*, root: str | Path, split: str | None = "train") -> Seg2DFolder:
+def isic2018_task1(*, root: str | Path, split: str | None = "train", mask_encoding: str = "binary",
+                   mask_foreground: float | None = None) -> Seg2DFolder:
     """``ISIC_<n>.jpg`` images and ``ISIC_<n>_segmentation.png`` masks (0/255) of the official
-    folders (``ISIC2018_Task1-2_<Split>_Input`` / ``ISIC2018_Task1_<Split>_GroundTruth``)."""
+    folders (``ISIC2018_Task1-2_<Split>_Input`` / ``ISIC2018_Task1_<Split>_GroundTruth``). Masks
+    are ``binary`` (``mask_foreground`` None: each file's own foreground value, 255 in the release)."""
     split = split or "train"
     if split not in _SPLITS:
         raise ValueError(f"isic2018_task1: split must be one of {sorted(_SPLITS)}, got {split!r}")
     images, masks = _SPLITS[split]
     return build(root, images, masks, classes=["background", "lesion"], name="isic2018_task1",
-                 mask_suffix="_segmentation", mask_format="binary")
+                 mask_suffix="_segmentation", mask_encoding=mask_encoding, mask_foreground=mask_foreground)

@@ -54,6 +54,14 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.base import ManifestDataset
+from medimg_bench.datasets.masks import (
+    MaskDecodeError,
+    check_label_map,
+    decode_mask_values,
+    grey_of,
+    read_stored,
+    values_seen,
+)
 from medimg_bench.datasets.seg2d import _io
 from medimg_bench.datasets.seg2d.folder import Seg2DFolder, unpaired_problems
 from medimg_bench.registry import register_dataset
@@ -117,25 +125,33 @@ _FOLDERS = {"chasedb1": ({"train": "train", "val": "val", "test": "test"}, "imag
             "kvasir": ({"train": "train", "val": "validation", "test": "test"}, "images", "masks")}
 
 
-def binarize(grey: np.ndarray, rule: str) -> np.ndarray:
-    """An 8-bit grey mask as a 0/1 int64 map under U-Bench's ``rule`` (see the module doc)."""
-    if rule == "nonzero":
-        return (grey > 0).astype(np.int64)
-    if rule == "gt127":
-        return (grey > 127).astype(np.int64)
-    if rule == "eq255":
-        return (grey >= 255).astype(np.int64)
-    raise ValueError(f"ubench: mask_rule must be one of {MASK_RULES}, got {rule!r}")
+#: U-Bench's rules as thresholds of the binary encoding on 8-bit grey (foreground 255)
+_RULE_THRESHOLDS = {"nonzero": 0, "gt127": 127, "eq255": 254}
+
+
+def binarize(grey: np.ndarray, rule: str, *, source: str | Path = "<array>") -> np.ndarray:
+    """An 8-bit grey mask as a 0/1 int64 map under U-Bench's ``rule`` (see the module doc): the
+    mask decoder's binary encoding (foreground 255) with the rule's threshold, so a file with
+    nonzero values that the rule leaves empty is refused naming ``source``."""
+    if rule not in _RULE_THRESHOLDS:
+        raise ValueError(f"ubench: mask_rule must be one of {MASK_RULES}, got {rule!r}")
+    return decode_mask_values(grey, source=source, encoding="binary", foreground=255,
+                              threshold=_RULE_THRESHOLDS[rule], full_scale=255.0)
 
 
 def _grey(path: Path) -> np.ndarray:
-    """An image file as 8-bit grey (``cv2.IMREAD_GRAYSCALE``: RGB by the ITU-R 601 weights)."""
-    from PIL import Image
+    """A mask file as 8-bit grey, as ``cv2.IMREAD_GRAYSCALE`` reads it: RGB and palette colours by
+    the ITU-R 601 weights (U-Bench's rules are on intensities), 16-bit scaled to 8-bit."""
+    stored = read_stored(path)
+    if stored.palette:
+        from PIL import Image
 
-    with Image.open(path) as im:
-        if im.mode in ("I;16", "I", "I;16B"):
-            return (np.asarray(im).astype(np.float64) / 257.0).round().astype(np.uint8)
-        return np.asarray(im.convert("L"))
+        with Image.open(path) as im:
+            return np.asarray(im.convert("L"))
+    a = grey_of(stored, weights="itu601")
+    if stored.full_scale == 65535.0:
+        return (a.astype(np.float64) / 257.0).round().astype(np.uint8)
+    return a.astype(np.uint8) * 255 if stored.full_scale == 1.0 else a  # 1-bit: 0/255, as cv2 reads it
 
 
 def _rgb(image: np.ndarray) -> np.ndarray:
@@ -161,29 +177,24 @@ class UBenchFolder(Seg2DFolder):
 
     def __init__(self, pairs: Sequence[tuple[str, Path, list[Path]]], *, root: Path, mask_rule: str,
                  size: int | None = None, unpaired: Sequence[dict[str, Any]] = (),
-                 name: str = "ubench") -> None:
+                 mask_problems: Mapping[str, str] | None = None, name: str = "ubench") -> None:
         if mask_rule not in MASK_RULES:
             raise ValueError(f"{name}: mask_rule must be one of {MASK_RULES}, got {mask_rule!r}")
-        super().__init__(pairs, root=root, classes=["background", "foreground"], unpaired=unpaired, name=name)
+        super().__init__(pairs, root=root, classes=["background", "foreground"], mask_encoding="binary",
+                         unpaired=unpaired, mask_problems=mask_problems, name=name)
         self.mask_rule = mask_rule
         self.size = size
 
-    def _mask(self, row: Mapping[str, Any]) -> np.ndarray:
-        paths = row["mask"] if isinstance(row["mask"], list) else [row["mask"]]
-        out = None
-        for p in paths:
-            try:
-                m = binarize(_grey(self.resolve(p)), self.mask_rule)
-            except OSError as exc:
-                err = SampleError(f"unreadable mask: {exc}", sample_id=str(row["id"]), path=str(p))
-                err.stage = "target"  # type: ignore[attr-defined]
-                raise err from exc
-            if out is not None and m.shape != out.shape:
-                raise SampleError(f"mask {p} is {m.shape[0]}x{m.shape[1]} but the other masks of the "
-                                  f"image are {out.shape[0]}x{out.shape[1]}", sample_id=str(row["id"]), path=str(p))
-            out = m if out is None else np.maximum(out, m)  # DSB2018: one mask per nucleus, union
-        assert out is not None
-        return out
+    def decode_mask(self, path: Path) -> np.ndarray:
+        """One mask file binarised with U-Bench's rule (several files of one image: their union,
+        DSB2018's one mask per nucleus)."""
+        grey = _grey(path)
+        if not grey.any():  # all zero after the 8-bit conversion: a 16-bit 0/1 file is not empty
+            stored = read_stored(path)
+            if stored.array.any():
+                raise MaskDecodeError(path, f"the file is not empty ({values_seen(stored.array)}) but is all zero "
+                                      "as 8-bit grey (U-Bench reads masks so): an empty mask")
+        return binarize(grey, self.mask_rule, source=path)
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         sample = super().load(row)
@@ -208,13 +219,29 @@ def _read_list(root: Path, split: str, lists: Mapping[str, str], name: str) -> l
     return cases
 
 
+def _missing_mask(mask: Path, listings: dict[Path, dict[str, str]]) -> str:
+    """Why ``mask`` is absent: no such file, or one whose name differs only in case."""
+    folder = mask.parent
+    if folder not in listings:
+        listings[folder] = {p.name.casefold(): p.name for p in folder.iterdir()} if folder.is_dir() else {}
+    near = listings[folder].get(mask.name.casefold())
+    if near is not None:
+        return f"no mask {str(mask)!r}: mask {near!r} differs from it only in case (names are matched exactly)"
+    return f"no mask {str(mask)!r}"
+
+
 def _from_list(root: Path, layout: str, split: str, lists: Mapping[str, str], name: str):
     image_dir, mask_of, has_suffix = _LISTS[layout]
-    pairs = []
+    pairs, problems, listings = [], {}, {}
     for case in _read_list(root, split, lists, name):
         image = root / image_dir / (case if has_suffix else f"{case}.png")
-        pairs.append((case, image, [root / mask_of(case)]))
-    return pairs, []
+        mask = root / mask_of(case)
+        if mask.is_file():
+            pairs.append((case, image, [mask]))
+        else:  # a listed case whose mask is missing is a failing sample, not a vanishing one
+            pairs.append((case, image, []))
+            problems[case] = f"image {image.name!r}: {_missing_mask(mask, listings)}"
+    return pairs, ([], problems)
 
 
 def _from_folders(root: Path, layout: str, split: str, name: str):
@@ -228,12 +255,12 @@ def _from_folders(root: Path, layout: str, split: str, name: str):
     suffixes = (*_io.IMAGE_SUFFIXES, ".gif")  # DRIVE's manual annotations are GIFs
     images, masks = _io.list_images(idir, suffixes=suffixes), _io.list_images(mdir, suffixes=suffixes)
     if layout == "kvasir":  # U-Bench zips two unsorted listings; the files share their names
-        pairs, lonely_i, lonely_m = _io.pair_by_stem(images, masks)
-        return pairs, unpaired_problems(lonely_i, lonely_m)
+        pairs, _, lonely_m, problems = _io.pair_by_stem(images, masks)
+        return pairs, (unpaired_problems([], lonely_m), {k: f"{v} ({str(mdir)!r})" for k, v in problems.items()})
     if len(images) != len(masks):  # U-Bench asserts the same: it pairs the n-th image with the n-th mask
         raise ValueError(f"{name}: {len(images)} images in {str(idir)!r} but {len(masks)} masks in "
                          f"{str(mdir)!r}; this layout pairs them in sorted order")
-    return [(img.stem, img, [m]) for img, m in zip(images, masks)], []
+    return [(img.stem, img, [m]) for img, m in zip(images, masks)], ([], {})
 
 
 def _from_frame(root: Path, layout: str, split: str, name: str):
@@ -248,14 +275,14 @@ def _from_frame(root: Path, layout: str, split: str, name: str):
         raise ValueError(f"{name}: {str(csv)!r} has no column(s) {missing} (columns: {list(frame.columns)})")
     if layout == "frame_csv":
         return [(str(Path(i).stem), root / "images" / str(i), [root / "masks" / str(m)])
-                for i, m in zip(frame["image_path"], frame["mask_path"])], []
+                for i, m in zip(frame["image_path"], frame["mask_path"])], ([], {})
     pairs = []
     for iid in dict.fromkeys(str(x) for x in frame["ImageId"]):  # unique, first-seen order
         case = root / "stage1_train" / iid
         mdir = case / "masks"
         masks = _io.list_images(mdir) if mdir.is_dir() else [mdir / "(none)"]
         pairs.append((iid, case / "images" / f"{iid}.png", masks or [mdir / "(none)"]))
-    return pairs, []
+    return pairs, ([], {})
 
 
 class UBenchNpz(ManifestDataset):
@@ -343,7 +370,10 @@ class UBenchVolumes(ManifestDataset):
         if image.shape != label.shape or image.ndim not in (2, 3):
             raise SampleError(f"image {image.shape} and label {label.shape} must be the same 2D or 3D shape",
                               sample_id=sid, path=str(path))
-        lab = np.rint(label).astype(np.int64)
+        try:
+            lab = check_label_map(label, path)  # a float label with fractions is refused, not rounded
+        except ValueError as exc:
+            raise SampleError(str(exc), sample_id=sid, path=str(path)) from exc
         if self.kind == "synapse":
             if lab.min(initial=0) < 0 or lab.max(initial=0) >= len(_SYNAPSE_REMAP):
                 raise SampleError(f"label values {lab.min()}..{lab.max()} outside BTCV's 0..13", sample_id=sid,
@@ -417,4 +447,6 @@ def ubench(*, root: str | Path, split: str | None = None, name: str = "busi", la
         pairs, unpaired = _from_frame(r, lay, split, label)
     if not pairs:
         raise ValueError(f"{label}: no image/mask pair found for split {split!r} under {str(r)!r}")
-    return UBenchFolder(pairs, root=r, mask_rule=rule, size=size, unpaired=unpaired, name=label)
+    unpaired, problems = unpaired
+    return UBenchFolder(pairs, root=r, mask_rule=rule, size=size, unpaired=unpaired, mask_problems=problems,
+                        name=label)

@@ -12,9 +12,9 @@ import pandas as pd
 
 from medimg_bench.datasets.video.frames import (
     VideoFrameDataset,
-    _check_clip_options,
-    _frame_step,
-    _frames_to_rows,
+    check_clip_options,
+    frame_step,
+    frames_to_rows,
 )
 from medimg_bench.registry import register_dataset
 
@@ -109,7 +109,7 @@ def cholec80(
     ``second``: ``frame // 25``); the sampled frames must exist as files.
     """
     root = Path(root)
-    _check_clip_options(clip_length, clip_stride)
+    check_clip_options(clip_length, clip_stride)
     if videos is None:
         if split_scheme not in CHOLEC80_SPLITS:
             raise ValueError(f"cholec80: unknown split_scheme {split_scheme!r} ({list(CHOLEC80_SPLITS)})")
@@ -120,7 +120,7 @@ def cholec80(
             videos = scheme[split]
         else:
             raise ValueError(f"cholec80: split {split!r} not in scheme {split_scheme!r} ({[*scheme, 'all']})")
-    step = _frame_step(CHOLEC80_FPS, fps, "cholec80")
+    step = frame_step(CHOLEC80_FPS, fps, "cholec80")
     rows: list[dict[str, Any]] = []
     for num in videos:
         vid = f"video{int(num):02d}"
@@ -148,7 +148,7 @@ def cholec80(
                 frame_template.format(video=int(num), frame=int(f), second=int(f) // 25)
                 for f in frames["frame_index"]
             ]
-        rows += _frames_to_rows(
+        rows += frames_to_rows(
             frames, video_id=vid, clip_length=clip_length, clip_stride=clip_stride, extra=extra
         )
     manifest = pd.DataFrame(rows)

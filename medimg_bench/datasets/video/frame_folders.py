@@ -12,8 +12,8 @@ import pandas as pd
 
 from medimg_bench.datasets.video.frames import (
     VideoFrameDataset,
-    _check_clip_options,
-    _frames_to_rows,
+    check_clip_options,
+    frames_to_rows,
 )
 from medimg_bench.registry import register_dataset
 
@@ -55,7 +55,7 @@ def video_frames(
     if on_error not in ("raise", "skip"):
         raise ValueError(f"video_frames: on_error must be 'raise' or 'skip', got {on_error!r}")
     root = Path(root)
-    _check_clip_options(clip_length, clip_stride)
+    check_clip_options(clip_length, clip_stride)
     csv_path = root / csv
     table = _read_frame_table(
         csv_path, split, (video_column, frame_column, label_column), split_column=split_column
@@ -72,7 +72,7 @@ def video_frames(
         table = table[table["label"] >= 0]
     rows: list[dict[str, Any]] = []
     for vid, group in table.groupby(video_column, sort=True):
-        rows += _frames_to_rows(
+        rows += frames_to_rows(
             _timed_frames(group, time_column=time_column, fps=fps),
             video_id=str(vid),
             clip_length=clip_length,

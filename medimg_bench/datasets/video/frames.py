@@ -153,15 +153,21 @@ class VideoFrameDataset(ManifestDataset):
             manifest, root=root, path_columns=cols, classes=classes, transform=transform, name=name
         )
         self.tool_classes = list(tool_classes) if tool_classes is not None else None
-        #: skip decoding (a run scoring stored per-frame predictions needs labels and frame
-        #: positions only; set by model=predictions): ``image`` is then a 3×1×1 zero tensor
-        self.labels_only = False
+
+    @property
+    def labels_only(self) -> bool:
+        """The older name of ``not self.pixels`` (labels and frame positions only)."""
+        return not self.pixels
+
+    @labels_only.setter
+    def labels_only(self, value: bool) -> None:
+        self.pixels = not value
 
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         clip = bool(row.get("clip", False))
         indices = list(row["frame_index"]) if clip else [int(row["frame_index"])]
         video_path = row.get("video_path")
-        if self.labels_only:
+        if not self.pixels:  # stored per-frame predictions: labels and positions only, 3×1×1 zeros
             frames = np.zeros((len(indices), 1, 1, 3), dtype=np.uint8)
             where = str(self.resolve(video_path)) if isinstance(video_path, str) and video_path else ""
         elif isinstance(video_path, str) and video_path:
@@ -197,7 +203,7 @@ class VideoFrameDataset(ManifestDataset):
         return sample
 
 
-def _frames_to_rows(
+def frames_to_rows(
     frames: pd.DataFrame,
     *,
     video_id: str,
@@ -250,14 +256,14 @@ def _frames_to_rows(
     return rows
 
 
-def _check_clip_options(clip_length: int | None, clip_stride: int | None) -> None:
+def check_clip_options(clip_length: int | None, clip_stride: int | None) -> None:
     if clip_length is not None and int(clip_length) < 1:
         raise ValueError(f"clip_length must be >= 1 or None, got {clip_length}")
     if clip_stride is not None and int(clip_stride) < 1:
         raise ValueError(f"clip_stride must be >= 1 or None, got {clip_stride}")
 
 
-def _frame_step(video_fps: float, fps: float | None, where: str) -> float:
+def frame_step(video_fps: float, fps: float | None, where: str) -> float:
     if fps is None:
         return 1.0
     if fps <= 0 or fps > video_fps:

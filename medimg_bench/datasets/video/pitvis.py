@@ -12,8 +12,8 @@ import pandas as pd
 
 from medimg_bench.datasets.video.frames import (
     VideoFrameDataset,
-    _check_clip_options,
-    _frames_to_rows,
+    check_clip_options,
+    frames_to_rows,
     video_info,
 )
 from medimg_bench.registry import register_dataset
@@ -60,7 +60,7 @@ def pitvis(
     1..``num_instruments`` (from map_instruments.csv, else 19); ids 0/-1/-2 mean none.
     """
     root = Path(root)
-    _check_clip_options(clip_length, clip_stride)
+    check_clip_options(clip_length, clip_stride)
     ann_files = sorted(root.glob("annotations_*.csv"))
     if videos is not None:
         wanted = {int(v) for v in videos}
@@ -101,7 +101,7 @@ def pitvis(
             info = video_info(root / video_rel)  # fps differs between videos (24 or 25)
             frames["frame_index"] = np.round(times * info["fps"]).astype(int)
             extra = {"video_path": video_rel, "fps": info["fps"], "split": split}
-        rows += _frames_to_rows(
+        rows += frames_to_rows(
             frames, video_id=vid, clip_length=clip_length, clip_stride=clip_stride, extra=extra
         )
     return VideoFrameDataset(

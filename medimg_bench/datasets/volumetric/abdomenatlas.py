@@ -17,8 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
-from medimg_bench.datasets.volumetric.totalsegmentator import TotalSegmentatorDataset, _class_map
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
+from medimg_bench.datasets.volumetric.totalsegmentator import (
+    TotalSegmentatorDataset,
+    resolve_class_map,
+)
 from medimg_bench.registry import register_dataset
 
 __all__ = ["ABDOMENATLAS_1_0_STRUCTURES", "abdomenatlas"]
@@ -51,8 +54,8 @@ def abdomenatlas(
     """AbdomenAtlas ``BDMAP_*/ct.nii.gz`` + ``segmentations/<structure>.nii.gz``; label ids
     1..K follow ``structures`` (default: the first case's masks, sorted by name); one sample per
     case, patient = case (the release has no patient ids)."""
-    options, slice_axis, only = _split_options(options, "abdomenatlas")
-    r = _root(root, "abdomenatlas")
+    options, slice_axis, only = split_options(options, "abdomenatlas")
+    r = checked_root(root, "abdomenatlas")
     cases = sorted(p for p in r.iterdir() if p.is_dir() and (p / "ct.nii.gz").exists())
     if not cases:
         raise FileNotFoundError(f"abdomenatlas: no <case>/ct.nii.gz under {str(r)!r} (BDMAP_* folders)")
@@ -61,6 +64,6 @@ def abdomenatlas(
              "mask": f"{c.name}/segmentations" if (c / "segmentations").is_dir() else None,
              "split": assigned.get(c.name, "train" if not assigned else None), "modality": "CT"} for c in cases]
     first = next((c for c in cases if (c / "segmentations").is_dir()), None)
-    cmap = _class_map(None, first, structures)
+    cmap = resolve_class_map(None, first, structures)
     ds = TotalSegmentatorDataset(pd.DataFrame(rows), root=r, class_map=cmap, name="abdomenatlas", **options)
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

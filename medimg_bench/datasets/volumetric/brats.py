@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
 from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
 )
@@ -70,8 +70,8 @@ def brats(root: str | Path, split: str | None = "train", *, regions: bool = Fals
     Channels: (T1, T1ce, T2, FLAIR) = (t1n, t1c, t2w, t2f). Split ``train``: cases with a ``seg``
     file; ``validation``: cases without. ``patient_id`` of a 2023 case drops the timepoint suffix.
     """
-    options, slice_axis, only = _split_options(options, "brats")
-    r = _root(root, "brats")
+    options, slice_axis, only = split_options(options, "brats")
+    r = checked_root(root, "brats")
     cases = [
         p
         for p in [r, *r.iterdir(), *(q for p in r.iterdir() if p.is_dir() for q in p.iterdir())]
@@ -105,4 +105,4 @@ def brats(root: str | Path, split: str | None = "train", *, regions: bool = Fals
             }
         )
     ds = BraTSDataset(pd.DataFrame(rows), root=r, regions=regions, name="brats", **options)
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

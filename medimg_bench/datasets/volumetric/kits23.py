@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
 from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
 )
@@ -56,8 +56,8 @@ def kits23(root: str | Path, split: str | None = "train", *, regions: bool = Fal
     """KiTS23: ``dataset/case_XXXXX/{imaging,segmentation}.nii.gz`` (``root`` is the kits23 clone
     or its ``dataset`` folder); ``dataset/kits.json`` clinical data, when present, fills ``age``
     (age_at_nephrectomy) and ``sex`` (gender). Only the training set is public: split ``train``."""
-    options, slice_axis, only = _split_options(options, "kits23")
-    r = _root(root, "kits23")
+    options, slice_axis, only = split_options(options, "kits23")
+    r = checked_root(root, "kits23")
     base = r / "dataset" if (r / "dataset").is_dir() else r
     cases = sorted(p for p in base.iterdir() if p.is_dir() and re.match(r"^case_\d{5}$", p.name))
     if not cases:
@@ -86,4 +86,4 @@ def kits23(root: str | Path, split: str | None = "train", *, regions: bool = Fal
             }
         )
     ds = KiTS23Dataset(pd.DataFrame(rows), root=base, regions=regions, name="kits23", **options)
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

@@ -13,7 +13,7 @@ from medimg_bench.datasets.volumetric.volume import (
 _COMMON = ("spacing", "orientation", "transform", "segment_map")
 
 
-def _root(root: str | Path, name: str) -> Path:
+def checked_root(root: str | Path, name: str) -> Path:
     r = Path(root).expanduser()
     if not r.is_dir():
         raise FileNotFoundError(
@@ -22,7 +22,7 @@ def _root(root: str | Path, name: str) -> Path:
     return r
 
 
-def _finish(
+def finish(
     ds: VolumeDataset, split: str | None, slice_axis: int | None, only_labeled_slices: bool
 ) -> VolumeDataset | SliceDataset:
     if split is not None:
@@ -37,7 +37,7 @@ def _finish(
     return ds
 
 
-def _split_options(options: dict[str, Any], name: str) -> tuple[dict[str, Any], int | None, bool]:
+def split_options(options: dict[str, Any], name: str) -> tuple[dict[str, Any], int | None, bool]:
     unknown = set(options) - {*_COMMON, "slice_axis", "only_labeled_slices"}
     if unknown:
         raise TypeError(
@@ -49,5 +49,5 @@ def _split_options(options: dict[str, Any], name: str) -> tuple[dict[str, Any], 
     return options, slice_axis, only
 
 
-def _rel(path: str) -> str:
+def rel(path: str) -> str:
     return path[2:] if path.startswith("./") else path

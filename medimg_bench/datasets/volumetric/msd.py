@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _rel, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, rel, split_options
 from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
     nifti_stem,
@@ -55,8 +55,8 @@ def msd(root: str | Path, split: str | None = "train", *, task: str | None = Non
     ``"Spleen"``). Splits: ``train`` (the ``training`` list, labelled) and ``test`` (the ``test``
     list, no labels). Multi-modal 4D images give one channel per modality, in dataset.json order.
     """
-    options, slice_axis, only = _split_options(options, "msd")
-    task_dir = _msd_task_dir(_root(root, "msd"), task)
+    options, slice_axis, only = split_options(options, "msd")
+    task_dir = _msd_task_dir(checked_root(root, "msd"), task)
     meta_path = task_dir / "dataset.json"
     try:
         info = json.loads(meta_path.read_text())
@@ -74,10 +74,10 @@ def msd(root: str | Path, split: str | None = "train", *, task: str | None = Non
     modality = "CT" if "CT" in modalities else "MR"
     rows = []
     for entry in info["training"]:
-        rows.append({"image": _rel(entry["image"]), "mask": _rel(entry["label"]), "split": "train"})
+        rows.append({"image": rel(entry["image"]), "mask": rel(entry["label"]), "split": "train"})
     for entry in info.get("test", []):
         path = entry["image"] if isinstance(entry, Mapping) else entry
-        rows.append({"image": _rel(path), "mask": None, "split": "test"})
+        rows.append({"image": rel(path), "mask": None, "split": "test"})
     manifest = pd.DataFrame(rows, columns=["image", "mask", "split"])
     manifest.insert(0, "id", [nifti_stem(Path(p).name) for p in manifest["image"]])
     manifest["patient_id"] = manifest["id"]
@@ -90,4 +90,4 @@ def msd(root: str | Path, split: str | None = "train", *, task: str | None = Non
         name=f"msd/{info.get('name', task_dir.name)}",
         **options,
     )
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from medimg_bench.datasets.mask_formats import is_label_file, label_stem
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
 from medimg_bench.datasets.volumetric.volume import VolumeDataset
 from medimg_bench.registry import register_dataset
 
@@ -45,8 +45,8 @@ def nifti_pairs(
     error naming the file. ``split`` names the rows (all rows belong to it). Images may also be
     NRRD / MetaImage; labels NRRD / MetaImage or DICOM SEG ``<id>.dcm`` (segments matched to
     ``classes`` by label, or by number with the ``segment_map`` option)."""
-    options, slice_axis, only = _split_options(options, "nifti_pairs")
-    r = _root(root, "nifti_pairs")
+    options, slice_axis, only = split_options(options, "nifti_pairs")
+    r = checked_root(root, "nifti_pairs")
     idir = r / image_dir
     if not idir.is_dir():
         raise FileNotFoundError(f"nifti_pairs: image folder {str(idir)!r} does not exist")
@@ -65,7 +65,7 @@ def nifti_pairs(
         name="nifti_pairs",
         **options,
     )
-    out = _finish(ds, None, slice_axis, only)
+    out = finish(ds, None, slice_axis, only)
     out.classes_note = note  # manifest.json["dataset"]["classes_note"]
     return out
 

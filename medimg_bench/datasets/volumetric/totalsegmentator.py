@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
 from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
     nifti_stem,
@@ -86,7 +86,7 @@ class TotalSegmentatorDataset(VolumeDataset):
         return {"overlap_voxels": self._overlap.pop(str(row["id"]), 0)}
 
 
-def _class_map(
+def resolve_class_map(
     value: Mapping[Any, str] | str | Path | None,
     first_case: Path | None,
     structures: Sequence[str] | None,
@@ -136,8 +136,8 @@ def totalsegmentator(
     "total" map) or, without it, ``structures`` (default: every mask of the first subject, sorted
     by name) numbered 1..K in order.
     """
-    options, slice_axis, only = _split_options(options, "totalsegmentator")
-    r = _root(root, "totalsegmentator")
+    options, slice_axis, only = split_options(options, "totalsegmentator")
+    r = checked_root(root, "totalsegmentator")
     meta_csv = r / "meta.csv"
     if not meta_csv.is_file():
         raise FileNotFoundError(f"totalsegmentator: {str(meta_csv)!r} does not exist")
@@ -156,6 +156,6 @@ def totalsegmentator(
     table["mask"] = table["id"] + "/segmentations"
     table["modality"] = "CT"
     first = r / table["id"].iloc[0] if len(table) else None
-    cmap = _class_map(class_map, first, structures)
+    cmap = resolve_class_map(class_map, first, structures)
     ds = TotalSegmentatorDataset(table, root=r, class_map=cmap, name="totalsegmentator", **options)
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

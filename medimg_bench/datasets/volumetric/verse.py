@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from medimg_bench.datasets.volumetric.manifest import _finish, _root, _split_options
+from medimg_bench.datasets.volumetric.manifest import checked_root, finish, split_options
 from medimg_bench.datasets.volumetric.volume import (
     VolumeDataset,
 )
@@ -108,8 +108,8 @@ def verse(root: str | Path, split: str | None = "test", **options: Any):
     ``root`` is one set folder or their parent; a set folder's name gives the split
     (``...training`` → train, ``...validation``, ``...test``). One sample per CT scan; a subject
     with several scans keeps one ``patient_id`` (``sub-*``)."""
-    options, slice_axis, only = _split_options(options, "verse")
-    r = _root(root, "verse")
+    options, slice_axis, only = split_options(options, "verse")
+    r = checked_root(root, "verse")
     sets = (
         [r]
         if (r / "rawdata").is_dir()
@@ -140,4 +140,4 @@ def verse(root: str | Path, split: str | None = "test", **options: Any):
     if not rows:
         raise FileNotFoundError(f"verse: no rawdata/sub-*/*_ct.nii.gz under {str(r)!r}")
     ds = VerSeDataset(pd.DataFrame(rows), root=r, name="verse", **options)
-    return _finish(ds, split, slice_axis, only)
+    return finish(ds, split, slice_axis, only)

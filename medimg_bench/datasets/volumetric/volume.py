@@ -181,6 +181,8 @@ class VolumeDataset(ManifestDataset):
         from medimg_bench.datasets.io import affine_spacing
 
         sid = str(row["id"])
+        if not self.pixels and self._plain_mask(row):
+            return self._arrays_without_pixels(row, sid)
         value = row["image"]
         paths = [
             self.resolve(p)
@@ -201,6 +203,41 @@ class VolumeDataset(ManifestDataset):
         meta.setdefault("modality", self.modality)
         if self.channel_names is not None:
             meta["channels"] = list(self.channel_names)
+        meta.update(self.extra_meta(row, affine))
+        return image, mask, meta
+
+    def _plain_mask(self, row: Mapping[str, Any]) -> bool:
+        """A label map in one file with its own grid (not a DICOM SEG placed on the image, not a
+        folder of structure masks sized by the image): the grid a pixel-free sample uses."""
+        value = row.get("mask")
+        return (isinstance(value, str) and bool(value) and not value.lower().endswith(".dcm")
+                and self.resolve(value).is_file())
+
+    def _arrays_without_pixels(self, row: Mapping[str, Any], sid: str
+                               ) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+        """The model reads no pixel (stored label maps scored against label masks): the mask on its
+        own grid, the image a zero placeholder of one channel on that grid (its shape and affine
+        are what a label map is checked against); reoriented and resampled as a read image."""
+        from medimg_bench.datasets.io import affine_spacing
+
+        try:
+            read = self.read_mask(row, {"affine": None, "shape": None})
+        except Exception as exc:  # the label file is what failed: reported as [target]
+            exc.stage = "target"  # type: ignore[attr-defined]
+            raise
+        assert read is not None
+        mask, affine = read
+        if affine is None or mask.ndim != 3:
+            raise SampleError("a mask without an affine cannot stand for the image grid; read the image",
+                              sample_id=sid, path=str(self.resolve(row["mask"])))
+        mask = self.convert_mask(mask, row)
+        image = np.zeros((1, *mask.shape[-3:]), dtype=np.float32)
+        image, mask, affine = self._reoriented(image, mask, affine)
+        if self.spacing is not None:
+            image, mask, affine = resample_volume(image, mask, affine, self.spacing)
+        meta = {**self.meta_for(row), "spacing": affine_spacing(affine, 3), "affine": affine,
+                "path": str(self.resolve(row["mask"])), "pixels": False}
+        meta.setdefault("modality", self.modality)
         meta.update(self.extra_meta(row, affine))
         return image, mask, meta
 
@@ -342,19 +379,14 @@ def _align_mask(
 
 
 def _as_label_map(array: np.ndarray, row: Mapping[str, Any], path: Path) -> np.ndarray:
-    a = np.asarray(array)
-    if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)) or not np.array_equal(a, np.rint(a)):
-            raise SampleError(
-                "mask holds non-integer values; expected a label map",
-                sample_id=str(row["id"]),
-                path=str(path),
-            )
-    elif a.dtype.kind not in "iub":
-        raise SampleError(
-            f"mask dtype {a.dtype} is not a label map", sample_id=str(row["id"]), path=str(path)
-        )
-    return np.asarray(a, dtype=np.int64, order="C")  # one pass: cast and C order
+    """The mask as C-ordered ``int64`` labels by the one mask decoder's label-map rule
+    (:func:`medimg_bench.datasets.masks.check_label_map`: fractions, NaN, negatives refused)."""
+    from medimg_bench.datasets.masks import check_label_map
+
+    try:
+        return np.ascontiguousarray(check_label_map(array, path))
+    except ValueError as exc:
+        raise SampleError(f"mask holds no label map: {exc}", sample_id=str(row["id"]), path=str(path)) from exc
 
 
 class SliceDataset(ManifestDataset):

@@ -12,10 +12,10 @@ import pandas as pd
 from medimg_bench.datasets.base import ManifestDataset
 from medimg_bench.datasets.io import ImageReadError
 from medimg_bench.datasets.vqa.readers import (
-    _load_json,
-    _RowErrors,
-    _text,
+    RowErrors,
     decode_image,
+    load_json,
+    text_or_none,
 )
 from medimg_bench.sample import SampleError
 
@@ -55,7 +55,12 @@ class VQADataset(ManifestDataset):
     def load(self, row: Mapping[str, Any]) -> dict[str, Any]:
         sid = str(row["id"])
         paths: list[str] | None = None
-        if self.blob_reader is not None:
+        images: list[Any] | None = None
+        if not self.pixels:  # the model reads no pixel (stored answers): question and answer only
+            value = row.get("image_path")
+            if isinstance(value, (str, list)) and value:
+                paths = [str(self.resolve(p)) for p in (value if isinstance(value, list) else [value])]
+        elif self.blob_reader is not None:
             images, paths = [], []
             for data, where in self.blob_reader(row):
                 try:
@@ -76,15 +81,17 @@ class VQADataset(ManifestDataset):
             meta["path"] = paths if self.multi_image else paths[0]
         options = row.get("options")
         answer = row.get("answer")
-        return {
+        sample = {
             "id": sid,
-            "image": images if self.multi_image else images[0],
             "question": str(row["question"]),
             "options": list(options) if isinstance(options, list | tuple) else None,
             "answer": None if answer is None or (isinstance(answer, float) and pd.isna(answer)) else str(answer),
             "answer_type": str(row["answer_type"]),
             "meta": meta,
         }
+        if images is not None:
+            sample["image"] = images if self.multi_image else images[0]
+        return sample
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -104,13 +111,13 @@ def _unique_ids(ids: Sequence[str]) -> list[str]:
 _OPTION_PREFIX = re.compile(r"^\s*\(?([A-J])\s*[\.:)]\s*")
 
 
-def _strip_letter(option: str, letter: str) -> str:
+def strip_letter(option: str, letter: str) -> str:
     """Option text without a leading ``"A:"``, ``"A."``, ``"(A)"`` or ``"A)"`` for ``letter``."""
     m = _OPTION_PREFIX.match(option)
     return option[m.end() :].strip() if m and m.group(1) == letter else option.strip()
 
 
-def _answer_letter(answer: str, options: Sequence[str]) -> str | None:
+def answer_letter(answer: str, options: Sequence[str]) -> str | None:
     """The letter of ``answer`` among ``options``: a letter, a prefixed letter or option text."""
     a = answer.strip()
     m = re.fullmatch(r"\(?([A-J])\)?[\.:]?", a)
@@ -128,10 +135,10 @@ def _answer_letter(answer: str, options: Sequence[str]) -> str | None:
     return None
 
 
-def _mcq_fields(answer: Any, options: Sequence[str]) -> dict[str, Any] | str:
+def mcq_fields(answer: Any, options: Sequence[str]) -> dict[str, Any] | str:
     """A multiple-choice record's ``options``, ``answer`` (its letter), ``answer_type`` and
     ``answer_text``; or the problem when ``answer`` is neither a letter nor one of ``options``."""
-    letter = _answer_letter(str(answer), options)
+    letter = answer_letter(str(answer), options)
     if letter is None:
         return f"answer {answer!r} is neither a letter nor one of the {len(options)} options"
     return {"options": options, "answer": letter, "answer_type": "mcq",
@@ -139,7 +146,7 @@ def _mcq_fields(answer: Any, options: Sequence[str]) -> dict[str, Any] | str:
 
 
 def _type_from_original(value: Any) -> str | None:
-    t = _text(value)
+    t = text_or_none(value)
     return {"CLOSED": "closed", "OPEN": "open"}.get(t.upper()) if t else None
 
 
@@ -150,13 +157,13 @@ def _closed_open_item(
     image_key: str,
     expected_types: str,
     path: Path,
-    errors: _RowErrors,
+    errors: RowErrors,
 ) -> tuple[str, dict[str, Any]] | None:
     """Image name and the question fields of one VQA-RAD/SLAKE JSON item with a CLOSED/OPEN
     ``answer_type``; ``None`` (after reporting to ``errors``) when the item is unusable."""
     label = f"{n} (qid {item.get('qid')})"
-    image, question = _text(item.get(image_key)), _text(item.get("question"))
-    answer, atype = _text(item.get("answer")), _type_from_original(item.get("answer_type"))
+    image, question = text_or_none(item.get(image_key)), text_or_none(item.get("question"))
+    answer, atype = text_or_none(item.get("answer")), _type_from_original(item.get("answer_type"))
     if not image or not question or answer is None:
         errors(path, label, f"missing {image_key}, question or answer")
         return None
@@ -172,13 +179,13 @@ def _closed_open_item(
     }
 
 
-def _closed_open_rows(
+def closed_open_rows(
     items: Iterable[tuple[int, Mapping[str, Any]]],
     *,
     image_key: str,
     expected_types: str,
     path: Path,
-    errors: _RowErrors,
+    errors: RowErrors,
 ) -> Iterator[tuple[int, Mapping[str, Any], str, dict[str, Any]]]:
     """``(n, item, image, question fields)`` of each usable ``(JSON row n, item)`` of ``items``
     (:func:`_closed_open_item`); the others are reported to ``errors``."""
@@ -191,10 +198,10 @@ def _closed_open_rows(
 
 
 #: The manifest columns VQA-RAD-style records pass to the sample's meta.
-_RAD_META = ("answer_type_original", "phrase_type", "question_type", "organ")
+RAD_META = ("answer_type_original", "phrase_type", "question_type", "organ")
 
 
-def _rad_record(
+def rad_record(
     item: Mapping[str, Any], n: int, fields: dict[str, Any], *, image: str, image_path: str, split: str
 ) -> dict[str, Any]:
     """One VQA-RAD-style question (the official JSON or the MICCAI19 layout): ids, image, the
@@ -204,16 +211,16 @@ def _rad_record(
         "image_path": image_path,
         "patient_id": image,
         **fields,
-        "phrase_type": _text(item.get("phrase_type")) or "",
-        "question_type": _text(item.get("question_type")),
-        "organ": _text(item.get("image_organ")),
+        "phrase_type": text_or_none(item.get("phrase_type")) or "",
+        "question_type": text_or_none(item.get("question_type")),
+        "organ": text_or_none(item.get("image_organ")),
         "modality": "radiology",
         "split": split,
     }
 
 
-def _finish(
-    records: list[dict[str, Any]], errors: _RowErrors, name: str, where: str | Path
+def finish(
+    records: list[dict[str, Any]], errors: RowErrors, name: str, where: str | Path
 ) -> pd.DataFrame:
     errors.finish()
     if not records:
@@ -223,21 +230,21 @@ def _finish(
     return frame
 
 
-def _miccai19(
+def miccai19(
     folder: Path, split: str, name: str, on_error: str, transform: Callable[[dict], dict] | None
 ) -> VQADataset:
     """The MICCAI19-MedVQA layout: ``trainset.json`` / ``testset.json`` + ``images/``; the split
     is the file (``all`` = both)."""
     files = {"train": ["trainset.json"], "test": ["testset.json"], "all": ["trainset.json", "testset.json"]}[split]
-    errors = _RowErrors(name, on_error)
+    errors = RowErrors(name, on_error)
     records = []
     for fname in files:
         path = folder / fname
-        rows = _closed_open_rows(
-            enumerate(_load_json(path)), image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
+        rows = closed_open_rows(
+            enumerate(load_json(path)), image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors
         )
         part = "train" if fname.startswith("train") else "test"
-        records += [_rad_record(item, n, fields, image=image, image_path=f"images/{image}", split=part)
+        records += [rad_record(item, n, fields, image=image, image_path=f"images/{image}", split=part)
                     for n, item, image, fields in rows]
-    frame = _finish(records, errors, name, folder)
-    return VQADataset(frame, root=folder, meta_columns=_RAD_META, transform=transform, name=name)
+    frame = finish(records, errors, name, folder)
+    return VQADataset(frame, root=folder, meta_columns=RAD_META, transform=transform, name=name)

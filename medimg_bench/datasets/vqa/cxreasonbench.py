@@ -30,13 +30,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from medimg_bench.datasets.vqa.base import VQADataset, _finish
+from medimg_bench.datasets.vqa.base import VQADataset, finish
 from medimg_bench.datasets.vqa.cxreasonbench_stages import (
     CXReasonBenchDataset,
     read_stages,
     stage_images_needed,
 )
-from medimg_bench.datasets.vqa.readers import _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import RowErrors, text_or_none
 from medimg_bench.registry import register_dataset
 
 __all__ = ["cxreasonbench"]
@@ -44,12 +44,12 @@ __all__ = ["cxreasonbench"]
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cxreasonbench: cannot read {str(path)!r}: {exc}") from exc
 
 
-def _case(root: Path, task: str, dicom: str, errors: _RowErrors, stages: tuple[Path, Path] | None = None
+def _case(root: Path, task: str, dicom: str, errors: RowErrors, stages: tuple[Path, Path] | None = None
           ) -> dict[str, Any] | None:
     path = root / "qa" / task / "path1" / "init" / "basic" / f"{dicom}.json"
     label = f"{task}/{dicom}"
@@ -57,8 +57,8 @@ def _case(root: Path, task: str, dicom: str, errors: _RowErrors, stages: tuple[P
         errors(path, label, "the initial question file is missing")
         return None
     item = _read_json(path)
-    question = _text(item.get("question")) if isinstance(item, dict) else None
-    answer = _text(item.get("answer")) if isinstance(item, dict) else None
+    question = text_or_none(item.get("question")) if isinstance(item, dict) else None
+    answer = text_or_none(item.get("answer")) if isinstance(item, dict) else None
     images = item.get("img_path") if isinstance(item, dict) else None
     images = [images] if isinstance(images, str) else [p for p in (images or []) if p]
     if not question or answer is None or not images:
@@ -110,12 +110,12 @@ def cxreasonbench(
         unknown = sorted(set(tasks) - set(by_task))
         if unknown:
             raise ValueError(f"cxreasonbench: unknown task(s) {unknown}; in {index.name}: {sorted(by_task)}")
-    errors = _RowErrors("cxreasonbench", on_error)
+    errors = RowErrors("cxreasonbench", on_error)
     bases = ((Path(segmask_root) if segmask_root is not None else root / "segmask_bodypart"),
              (Path(pnt_root) if pnt_root is not None else root / "pnt_on_cxr")) if stages else None
     records = [r for task in by_task if tasks is None or task in tasks
                for dicom in by_task[task] if (r := _case(root, task, str(dicom), errors, bases))]
-    frame = _finish(records, errors, "cxreasonbench", root / "qa")
+    frame = finish(records, errors, "cxreasonbench", root / "qa")
     images_root = Path(mimic_root) if mimic_root is not None else root
     if bases is not None:
         return CXReasonBenchDataset(frame, segmask_root=bases[0], pnt_root=bases[1], root=images_root,

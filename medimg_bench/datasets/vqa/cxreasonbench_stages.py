@@ -79,7 +79,7 @@ def read_stages(root: Path, task: str, dicom: str, errors: Any) -> dict[str, Any
             errors(where, f"{task}/{dicom}", f"the {key} stage file is missing")
             return None
         try:
-            item = json.loads(path.read_text(encoding="utf-8"))
+            item = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as exc:
             errors(path, f"{task}/{dicom}", f"cannot read the {key} stage file: {exc}")
             return None

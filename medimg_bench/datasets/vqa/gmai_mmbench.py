@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, _finish
+from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, finish
 from medimg_bench.datasets.vqa.readers import (
-    _Base64Images,
-    _RowErrors,
+    Base64Images,
+    RowErrors,
 )
 from medimg_bench.registry import register_dataset
 
@@ -61,7 +61,7 @@ def gmai_mmbench(
     extra_cols = [
         c for c in table.columns if c not in {"index", "question", "image", "answer", *letters}
     ]
-    errors = _RowErrors("gmai_mmbench", on_error)
+    errors = RowErrors("gmai_mmbench", on_error)
     records = []
     for n, rec in enumerate(table.to_dict("records")):
         label = f"{n} (index {rec['index']})"
@@ -93,13 +93,13 @@ def gmai_mmbench(
         }
         item.update({c: rec[c] for c in extra_cols})
         records.append(item)
-    frame = _finish(records, errors, "gmai_mmbench", path)
+    frame = finish(records, errors, "gmai_mmbench", path)
     if "modality" not in frame.columns:
         frame["modality"] = None
     return VQADataset(
         frame,
         root=root,
-        blob_reader=_Base64Images(images, path),
+        blob_reader=Base64Images(images, path),
         meta_columns=("answer_text", *[c for c in extra_cols if c != "modality"]),
         transform=transform,
         name="gmai_mmbench",

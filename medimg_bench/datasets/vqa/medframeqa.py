@@ -11,15 +11,15 @@ from pathlib import Path
 from medimg_bench.datasets.vqa.base import (
     LETTERS,
     VQADataset,
-    _answer_letter,
-    _finish,
-    _strip_letter,
+    answer_letter,
+    finish,
+    strip_letter,
 )
 from medimg_bench.datasets.vqa.readers import (
-    _parquet_rows,
-    _ParquetImages,
-    _RowErrors,
-    _text,
+    ParquetImages,
+    RowErrors,
+    parquet_rows,
+    text_or_none,
 )
 from medimg_bench.registry import register_dataset
 
@@ -45,17 +45,17 @@ def medframeqa(
     files = sorted((root / "data").glob(f"{split}-*.parquet"))
     if not files:
         raise FileNotFoundError(f"medframeqa: no data/{split}-*.parquet under {str(root)!r}")
-    errors = _RowErrors("medframeqa", on_error)
+    errors = RowErrors("medframeqa", on_error)
     records = []
-    for rec in _parquet_rows(files, root, "image"):
+    for rec in parquet_rows(files, root, "image"):
         label = f"{rec['row_number']} (question_id {rec.get('question_id')})"
         raw = rec.get("options") or []
-        options = [_strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)]
-        answer = _text(rec.get("answer"))
-        if not options or answer is None or not _text(rec.get("question")):
+        options = [strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)]
+        answer = text_or_none(rec.get("answer"))
+        if not options or answer is None or not text_or_none(rec.get("question")):
             errors(rec["parquet_file"], label, "missing question, options or answer")
             continue
-        letter = _answer_letter(answer, options)
+        letter = answer_letter(answer, options)
         if letter is None:
             errors(rec["parquet_file"], label, f"answer {answer!r} matches none of {len(options)} options")
             continue
@@ -68,19 +68,19 @@ def medframeqa(
                 "answer": letter,
                 "answer_type": "mcq",
                 "answer_text": options[LETTERS.index(letter)],
-                "modality": _text(rec.get("modality")),
-                "system": _text(rec.get("system")),
-                "organ": _text(rec.get("organ")),
+                "modality": text_or_none(rec.get("modality")),
+                "system": text_or_none(rec.get("system")),
+                "organ": text_or_none(rec.get("organ")),
                 "split": split,
                 **{k: rec[k] for k in ("parquet_file", "row_group", "row_offset", "row_number")},
             }
         )
-    frame = _finish(records, errors, "medframeqa", root / "data")
+    frame = finish(records, errors, "medframeqa", root / "data")
     return VQADataset(
         frame,
         root=root,
         multi_image=True,
-        blob_reader=_ParquetImages(root, "image"),
+        blob_reader=ParquetImages(root, "image"),
         meta_columns=("answer_text", "system", "organ"),
         transform=transform,
         name="medframeqa",

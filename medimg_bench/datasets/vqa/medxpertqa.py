@@ -10,11 +10,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, _finish
+from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, finish
 from medimg_bench.datasets.vqa.readers import (
-    _load_jsonl,
-    _RowErrors,
-    _text,
+    RowErrors,
+    load_jsonl,
+    text_or_none,
 )
 from medimg_bench.registry import register_dataset
 
@@ -43,20 +43,20 @@ def medxpertqa_mm(
     root = Path(root)
     name = {"val": "dev", "validation": "dev"}.get(split, split)
     path = root / "MM" / f"{name}.jsonl"
-    errors = _RowErrors("medxpertqa_mm", on_error)
+    errors = RowErrors("medxpertqa_mm", on_error)
     records = []
-    for n, item in enumerate(_load_jsonl(path)):
+    for n, item in enumerate(load_jsonl(path)):
         label = f"{n} (id {item.get('id')})"
         opts = item.get("options")
         images = item.get("images") or []
-        if not isinstance(opts, dict) or not opts or not images or not _text(item.get("question")):
+        if not isinstance(opts, dict) or not opts or not images or not text_or_none(item.get("question")):
             errors(path, label, "missing question, options dict or images")
             continue
         keys = sorted(opts)
         if keys != list(LETTERS[: len(keys)]):
             errors(path, label, f"option keys {keys} are not consecutive letters from A")
             continue
-        answer = (_text(item.get("label")) or "").upper()
+        answer = (text_or_none(item.get("label")) or "").upper()
         if answer not in keys:
             errors(path, label, f"label {item.get('label')!r} is not one of {keys}")
             continue
@@ -72,13 +72,13 @@ def medxpertqa_mm(
                 "answer": answer,
                 "answer_type": "mcq",
                 "answer_text": str(opts[answer]).strip(),
-                "medical_task": _text(item.get("medical_task")),
-                "body_system": _text(item.get("body_system")),
-                "question_type": _text(item.get("question_type")),
+                "medical_task": text_or_none(item.get("medical_task")),
+                "body_system": text_or_none(item.get("body_system")),
+                "question_type": text_or_none(item.get("question_type")),
                 "split": split,
             }
         )
-    frame = _finish(records, errors, "medxpertqa_mm", path)
+    frame = finish(records, errors, "medxpertqa_mm", path)
     return VQADataset(
         frame,
         root=root,

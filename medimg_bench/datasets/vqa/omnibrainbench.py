@@ -30,11 +30,11 @@ from typing import Any
 from medimg_bench.datasets.vqa.base import (
     LETTERS,
     VQADataset,
-    _finish,
-    _mcq_fields,
-    _strip_letter,
+    finish,
+    mcq_fields,
+    strip_letter,
 )
-from medimg_bench.datasets.vqa.readers import _json_list, _only_file, _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import RowErrors, json_list, only_file, text_or_none
 from medimg_bench.registry import register_dataset
 
 __all__ = ["omnibrainbench"]
@@ -47,15 +47,15 @@ def _json_file(root: Path, split: str) -> Path:
         raise ValueError(f"omnibrainbench: split must be 'closed' or 'open', got {split!r}")
     found = sorted(p for p in root.glob(_FILES[split]) if p.is_file())
     missing = f"no {_FILES[split]} under {str(root)!r} (the Hugging Face release FrankPN/OmniBrainBench)"
-    return _only_file(found, root, name="omnibrainbench", missing=missing, what=split)
+    return only_file(found, root, name="omnibrainbench", missing=missing, what=split)
 
 
-def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: _RowErrors) -> dict[str, Any] | None:
+def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: RowErrors) -> dict[str, Any] | None:
     label = f"{n} (id {item.get('id') if isinstance(item, dict) else None})"
     if not isinstance(item, dict):
         errors(path, label, f"an item must be an object, got {type(item).__name__}")
         return None
-    question, answer = _text(item.get("question")), _text(item.get("answer"))
+    question, answer = text_or_none(item.get("question")), text_or_none(item.get("answer"))
     images = item.get("image_path")
     images = [images] if isinstance(images, str) else [p for p in (images or []) if p]
     if not question or answer is None or not images:
@@ -64,8 +64,8 @@ def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: _RowEr
     record: dict[str, Any] = {
         "id": str(item.get("id", n)), "patient_id": f"{folder}/{images[0]}",
         "image_path": [f"{folder}/{p}" for p in images], "question": question,
-        "task_label": _text(item.get("task_label")), "clinical_phase": _text(item.get("clinical_phase")),
-        "modality": _text(item.get("modality")), "split": split, "json_row": n,
+        "task_label": text_or_none(item.get("task_label")), "clinical_phase": text_or_none(item.get("clinical_phase")),
+        "modality": text_or_none(item.get("modality")), "split": split, "json_row": n,
     }
     if split == "open":
         return {**record, "options": None, "answer": answer, "answer_type": "open"}
@@ -73,7 +73,7 @@ def _item(item: Any, n: int, split: str, folder: str, path: Path, errors: _RowEr
     if not isinstance(raw, list) or not raw or len(raw) > len(LETTERS):
         errors(path, label, f"options must be a non-empty list, got {raw!r}")
         return None
-    mcq = _mcq_fields(answer, [_strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)])
+    mcq = mcq_fields(answer, [strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)])
     if isinstance(mcq, str):
         errors(path, label, mcq)
         return None
@@ -93,11 +93,11 @@ def omnibrainbench(
     ``task_label`` and ``clinical_phase`` for the per-category accuracies."""
     root = Path(root)
     path = _json_file(root, split)
-    items = _json_list(path, "omnibrainbench", "questions")
-    errors = _RowErrors("omnibrainbench", on_error)
+    items = json_list(path, "omnibrainbench", "questions")
+    errors = RowErrors("omnibrainbench", on_error)
     folder = path.stem
     records = [r for n, item in enumerate(items) if (r := _item(item, n, split, folder, path, errors))]
-    frame = _finish(records, errors, "omnibrainbench", path)
+    frame = finish(records, errors, "omnibrainbench", path)
     return VQADataset(
         frame, root=root, multi_image=True,
         meta_columns=("task_label", "clinical_phase", "answer_text", "modality"),

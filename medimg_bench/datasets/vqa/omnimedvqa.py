@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from medimg_bench.datasets.vqa.base import VQADataset, _answer_letter, _finish
+from medimg_bench.datasets.vqa.base import VQADataset, answer_letter, finish
 from medimg_bench.datasets.vqa.readers import (
-    _load_json,
-    _RowErrors,
-    _text,
+    RowErrors,
+    load_json,
+    text_or_none,
 )
 from medimg_bench.registry import register_dataset
 
@@ -43,17 +43,17 @@ def omnimedvqa(
         files = [f for f in files if f.stem in set(datasets)]
     if not files:
         raise FileNotFoundError(f"omnimedvqa: no *.json under {str(folder)!r}")
-    errors = _RowErrors("omnimedvqa", on_error)
+    errors = RowErrors("omnimedvqa", on_error)
     records = []
     for f in files:
-        for n, item in enumerate(_load_json(f)):
+        for n, item in enumerate(load_json(f)):
             label = f"{n} (question_id {item.get('question_id')})"
-            options = [o for o in (_text(item.get(f"option_{c}")) for c in "ABCDEF") if o is not None]
-            gt, image = _text(item.get("gt_answer")), _text(item.get("image_path"))
-            if not options or gt is None or not image or not _text(item.get("question")):
+            options = [o for o in (text_or_none(item.get(f"option_{c}")) for c in "ABCDEF") if o is not None]
+            gt, image = text_or_none(item.get("gt_answer")), text_or_none(item.get("image_path"))
+            if not options or gt is None or not image or not text_or_none(item.get("question")):
                 errors(f, label, "missing question, options, gt_answer or image_path")
                 continue
-            letter = _answer_letter(gt, options)
+            letter = answer_letter(gt, options)
             if letter is None:
                 errors(f, label, f"gt_answer {gt!r} is none of the options {options}")
                 continue
@@ -67,13 +67,13 @@ def omnimedvqa(
                     "answer": letter,
                     "answer_type": "mcq",
                     "answer_text": gt,
-                    "modality": _text(item.get("modality_type")),
-                    "source_dataset": _text(item.get("dataset")) or f.stem,
-                    "question_type": _text(item.get("question_type")),
+                    "modality": text_or_none(item.get("modality_type")),
+                    "source_dataset": text_or_none(item.get("dataset")) or f.stem,
+                    "question_type": text_or_none(item.get("question_type")),
                     "split": split,
                 }
             )
-    frame = _finish(records, errors, "omnimedvqa", folder)
+    frame = finish(records, errors, "omnimedvqa", folder)
     return VQADataset(
         frame,
         root=root,

@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from medimg_bench.datasets.vqa.base import VQADataset, _finish
+from medimg_bench.datasets.vqa.base import VQADataset, finish
 from medimg_bench.datasets.vqa.readers import (
-    _load_jsonl,
-    _parquet_rows,
-    _ParquetImages,
-    _RowErrors,
-    _text,
+    ParquetImages,
+    RowErrors,
+    load_jsonl,
+    parquet_rows,
+    text_or_none,
 )
 from medimg_bench.registry import register_dataset
 
@@ -43,15 +43,15 @@ def pathvqa(
     are ``closed``, the rest ``open`` (the paper's split)."""
     root = Path(root)
     hf_split = {"val": "validation", "validate": "validation"}.get(split, split)
-    errors = _RowErrors("pathvqa", on_error)
+    errors = RowErrors("pathvqa", on_error)
     parquet = sorted((root / "data").glob(f"{hf_split}-*.parquet"))
     table_files = [root / f"{split}.csv", root / f"{split}.jsonl"]
     records = []
     blob_reader = None
     if parquet:
         source: Path = root / "data"
-        rows: Iterable[dict[str, Any]] = _parquet_rows(parquet, root, "image")
-        blob_reader = _ParquetImages(root, "image")
+        rows: Iterable[dict[str, Any]] = parquet_rows(parquet, root, "image")
+        blob_reader = ParquetImages(root, "image")
     else:
         found = [f for f in table_files if f.exists()]
         if not found:
@@ -62,10 +62,10 @@ def pathvqa(
         rows = (
             pd.read_csv(source, dtype=str).to_dict("records")
             if source.suffix == ".csv"
-            else _load_jsonl(source)
+            else load_jsonl(source)
         )
     for n, rec in enumerate(rows):
-        question, answer = _text(rec.get("question")), _text(rec.get("answer"))
+        question, answer = text_or_none(rec.get("question")), text_or_none(rec.get("answer"))
         where = rec.get("parquet_file", source)
         if not question or answer is None:
             errors(where, n, "missing question or answer")
@@ -82,12 +82,12 @@ def pathvqa(
         if blob_reader is not None:
             item.update({k: rec[k] for k in ("parquet_file", "row_group", "row_offset", "row_number")})
         else:
-            image = _text(rec.get("image"))
+            image = text_or_none(rec.get("image"))
             if not image:
                 errors(source, n, "missing image path")
                 continue
             item["image_path"] = image
             item["patient_id"] = image
         records.append(item)
-    frame = _finish(records, errors, "pathvqa", source)
+    frame = finish(records, errors, "pathvqa", source)
     return VQADataset(frame, root=root, blob_reader=blob_reader, transform=transform, name="pathvqa")

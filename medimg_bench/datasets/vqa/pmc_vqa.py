@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, _finish, _strip_letter
+from medimg_bench.datasets.vqa.base import LETTERS, VQADataset, finish, strip_letter
 from medimg_bench.datasets.vqa.readers import (
-    _RowErrors,
-    _text,
+    RowErrors,
+    text_or_none,
 )
 from medimg_bench.registry import register_dataset
 
@@ -50,19 +50,19 @@ def pmc_vqa(
     missing = [c for c in need if c not in table.columns]
     if missing:
         raise ValueError(f"pmc_vqa: {str(path)!r} lacks columns {missing}")
-    errors = _RowErrors("pmc_vqa", on_error)
+    errors = RowErrors("pmc_vqa", on_error)
     records = []
     for n, rec in enumerate(table.to_dict("records")):
         line = n + 2  # header is line 1
-        options = [_strip_letter(rec[f"Choice {c}"], c) for c in "ABCD"]
-        letter = (_text(rec["Answer_label"]) or "").upper()
+        options = [strip_letter(rec[f"Choice {c}"], c) for c in "ABCD"]
+        letter = (text_or_none(rec["Answer_label"]) or "").upper()
         if letter not in ("A", "B", "C", "D"):
             errors(path, f"line {line}", f"Answer_label {rec['Answer_label']!r} is not A-D")
             continue
         if not options[LETTERS.index(letter)]:
             errors(path, f"line {line}", f"answer {letter} points to an empty choice")
             continue
-        if not _text(rec["Figure_path"]) or not _text(rec["Question"]):
+        if not text_or_none(rec["Figure_path"]) or not text_or_none(rec["Question"]):
             errors(path, f"line {line}", "missing Figure_path or Question")
             continue
         records.append(
@@ -78,5 +78,5 @@ def pmc_vqa(
                 "split": split,
             }
         )
-    frame = _finish(records, errors, "pmc_vqa", path)
+    frame = finish(records, errors, "pmc_vqa", path)
     return VQADataset(frame, root=root, meta_columns=("answer_text",), transform=transform, name="pmc_vqa")

@@ -58,7 +58,7 @@ def decode_image(source: str | Path | bytes, *, where: str | None = None) -> tor
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-class _RowErrors:
+class RowErrors:
     """Raise on a bad row (default) or record it and log the count at the end."""
 
     def __init__(self, name: str, on_error: str) -> None:
@@ -78,21 +78,21 @@ class _RowErrors:
             log.warning("%s: skipped %d bad row(s) (on_error='skip')", self.name, self.skipped)
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist")
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{str(path)!r} is not valid JSON: {exc}") from exc
 
 
-def _json_list(path: Path, name: str, what: str) -> list[Any]:
+def json_list(path: Path, name: str, what: str) -> list[Any]:
     """The JSON list in ``path``; raises naming the loader and file when it cannot be read or
     holds something else (``what`` says what the list should hold)."""
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        items = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{name}: cannot read {str(path)!r}: {exc}") from exc
     if not isinstance(items, list):
@@ -100,7 +100,7 @@ def _json_list(path: Path, name: str, what: str) -> list[Any]:
     return items
 
 
-def _only_file(found: list[Path], root: Path, *, name: str, missing: str, what: str, hint: str = "") -> Path:
+def only_file(found: list[Path], root: Path, *, name: str, missing: str, what: str, hint: str = "") -> Path:
     """The one file of ``found`` (files under ``root``): none raises ``missing``, several raise
     naming them (``what`` files), ``hint`` ending both messages' advice."""
     if not found:
@@ -110,11 +110,11 @@ def _only_file(found: list[Path], root: Path, *, name: str, missing: str, what: 
     return found[0]
 
 
-def _load_jsonl(path: Path) -> list[dict[str, Any]]:
+def load_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{str(path)!r} does not exist")
     out = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
@@ -124,7 +124,7 @@ def _load_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _text(value: Any) -> str | None:
+def text_or_none(value: Any) -> str | None:
     """Stripped string, or None for missing values (None, NaN, empty)."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
@@ -132,7 +132,7 @@ def _text(value: Any) -> str | None:
     return s or None
 
 
-class _ParquetImages:
+class ParquetImages:
     """Reads the image cell(s) of one row from a parquet file, one row group at a time (the
     last group read is kept, so sequential access decodes each group once)."""
 
@@ -160,7 +160,7 @@ class _ParquetImages:
         return out
 
 
-def _parquet_rows(files: Iterable[Path], root: Path, image_column: str) -> Iterable[dict[str, Any]]:
+def parquet_rows(files: Iterable[Path], root: Path, image_column: str) -> Iterable[dict[str, Any]]:
     """Every row of ``files`` without the image column, with its location for lazy reading."""
     import pyarrow.parquet as pq
 
@@ -180,7 +180,7 @@ def _parquet_rows(files: Iterable[Path], root: Path, image_column: str) -> Itera
                 yield rec
 
 
-class _Base64Images:
+class Base64Images:
     """Decodes the base64 image of a TSV row; the strings are held in memory (the TSV is read
     once at construction)."""
 

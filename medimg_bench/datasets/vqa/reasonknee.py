@@ -50,8 +50,8 @@ import pandas as pd
 import torch
 
 from medimg_bench.datasets.base import ManifestDataset
-from medimg_bench.datasets.vqa.base import _finish
-from medimg_bench.datasets.vqa.readers import _load_json, _RowErrors, _text
+from medimg_bench.datasets.vqa.base import finish
+from medimg_bench.datasets.vqa.readers import RowErrors, load_json, text_or_none
 from medimg_bench.registry import register_dataset
 
 __all__ = ["ReasonKneeDataset", "reasonknee3d", "SPLIT_COLUMNS", "finding_of"]
@@ -127,10 +127,10 @@ def _questions(data: Path, questions: str, question_ids: Sequence[Any] | None) -
     if questions not in _QUESTION_FILES:
         raise ValueError(f"3dreasonknee: questions must be one of {sorted(_QUESTION_FILES)}, got {questions!r}")
     path = data / "question_files" / _QUESTION_FILES[questions]
-    table = _load_json(path)
+    table = load_json(path)
     if not isinstance(table, dict) or not table:
         raise ValueError(f"3dreasonknee: {str(path)!r} must hold an object {{question id: question text}}")
-    bad = [k for k, v in table.items() if not _text(v)]
+    bad = [k for k, v in table.items() if not text_or_none(v)]
     if bad:
         raise ValueError(f"3dreasonknee: {str(path)!r}: question(s) {bad[:5]} have no text")
     if question_ids is None:
@@ -156,12 +156,12 @@ def _read_split(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _zero_shot_records(data: Path, split: str, questions: dict[str, str], errors: _RowErrors) -> list[dict[str, Any]]:
+def _zero_shot_records(data: Path, split: str, questions: dict[str, str], errors: RowErrors) -> list[dict[str, Any]]:
     path = data / "split_files" / f"{split}_split.csv"
     records = []
     for n, row in enumerate(_read_split(path).to_dict("records")):
-        volume = _text(row["image_filepath"])
-        if not volume or not _text(row["patient_id"]):
+        volume = text_or_none(row["image_filepath"])
+        if not volume or not text_or_none(row["patient_id"]):
             errors(path, n, "missing patient_id or image_filepath")
             continue
         key = "_".join(str(row[c]) for c in SPLIT_COLUMNS[:5])
@@ -172,14 +172,14 @@ def _zero_shot_records(data: Path, split: str, questions: dict[str, str], errors
     return records
 
 
-def _sft_records(data: Path, split: str, errors: _RowErrors) -> list[dict[str, Any]]:
+def _sft_records(data: Path, split: str, errors: RowErrors) -> list[dict[str, Any]]:
     path = data / "generate_data" / f"{split}_balanced.json"
-    items = _load_json(path)
+    items = load_json(path)
     if not isinstance(items, list):
         raise ValueError(f"3dreasonknee: {str(path)!r} must hold a JSON list of items")
     records = []
     for n, item in enumerate(items):
-        if not isinstance(item, dict) or any(_text(item.get(k)) is None for k in ("image", "prompt", "final_diagnosis")):
+        if not isinstance(item, dict) or any(text_or_none(item.get(k)) is None for k in ("image", "prompt", "final_diagnosis")):
             errors(path, n, f"an item needs non-empty {list(_SFT_FIELDS[:2])} and 'final_diagnosis'")
             continue
         image = str(item["image"])
@@ -187,7 +187,7 @@ def _sft_records(data: Path, split: str, errors: _RowErrors) -> list[dict[str, A
         records.append({"id": f"{stem}_{n}", "patient_id": stem, "image_path": image,
                         "question": str(item["prompt"]), "answer": str(item["final_diagnosis"]),
                         "question_id": None, "finding": finding_of(str(item["prompt"])),
-                        "reasoning": _text(item.get("answer")), "json_row": n, "split": split})
+                        "reasoning": text_or_none(item.get("answer")), "json_row": n, "split": split})
     return records
 
 
@@ -209,7 +209,7 @@ def reasonknee3d(
     :class:`ReasonKneeDataset` of NIfTI volumes with questions (and, for ``sft``, references)."""
     root = Path(root)
     data = _data_dir(root)
-    errors = _RowErrors("3dreasonknee", on_error)
+    errors = RowErrors("3dreasonknee", on_error)
     if layout == "zero_shot":
         records = _zero_shot_records(data, split, _questions(data, questions, question_ids), errors)
         meta_columns: tuple[str, ...] = ("knee_side", "time")
@@ -218,7 +218,7 @@ def reasonknee3d(
         meta_columns = ("reasoning",)
     else:
         raise ValueError(f"3dreasonknee: layout must be 'zero_shot' or 'sft', got {layout!r}")
-    frame = _finish(records, errors, "3dreasonknee", data)
+    frame = finish(records, errors, "3dreasonknee", data)
     return ReasonKneeDataset(frame, root=Path(volume_root) if volume_root is not None else root,
                              axis0_slices=axis0_slices, meta_columns=meta_columns, transform=transform)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from medimg_bench.datasets.vqa.base import VQADataset, _closed_open_rows, _finish, _miccai19
-from medimg_bench.datasets.vqa.readers import _load_json, _RowErrors, _text
+from medimg_bench.datasets.vqa.base import VQADataset, closed_open_rows, finish, miccai19
+from medimg_bench.datasets.vqa.readers import RowErrors, load_json, text_or_none
 from medimg_bench.registry import register_dataset
 
 __all__ = ["slake"]
@@ -43,11 +43,11 @@ def slake(
             (d for d in (root / "data_SLAKE", root) if (d / "testset.json").exists()), None
         )
         if miccai is not None and split in ("train", "test"):
-            return _miccai19(miccai, split, "slake", on_error, transform)
-    errors = _RowErrors("slake", on_error)
+            return miccai19(miccai, split, "slake", on_error, transform)
+    errors = RowErrors("slake", on_error)
     records = []
-    rows = _closed_open_rows(
-        ((n, item) for n, item in enumerate(_load_json(path)) if language is None or item.get("q_lang") == language),
+    rows = closed_open_rows(
+        ((n, item) for n, item in enumerate(load_json(path)) if language is None or item.get("q_lang") == language),
         image_key="img_name", expected_types="OPEN/CLOSED", path=path, errors=errors,
     )
     for n, item, image, fields in rows:
@@ -57,14 +57,14 @@ def slake(
                 "image_path": f"imgs/{image}",
                 "patient_id": image.split("/")[0],
                 **fields,
-                "modality": _text(item.get("modality")),
-                "location": _text(item.get("location")),
-                "content_type": _text(item.get("content_type")),
+                "modality": text_or_none(item.get("modality")),
+                "location": text_or_none(item.get("location")),
+                "content_type": text_or_none(item.get("content_type")),
                 "language": item.get("q_lang"),
                 "split": split,
             }
         )
-    frame = _finish(records, errors, "slake", path)
+    frame = finish(records, errors, "slake", path)
     return VQADataset(
         frame,
         root=root,

@@ -39,11 +39,17 @@ from typing import Any
 from medimg_bench.datasets.vqa.base import (
     LETTERS,
     VQADataset,
-    _finish,
-    _mcq_fields,
-    _strip_letter,
+    finish,
+    mcq_fields,
+    strip_letter,
 )
-from medimg_bench.datasets.vqa.readers import _json_list, _load_jsonl, _only_file, _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import (
+    RowErrors,
+    json_list,
+    load_jsonl,
+    only_file,
+    text_or_none,
+)
 from medimg_bench.registry import register_dataset
 
 __all__ = ["spinebench", "DEFAULT_FIELDS", "spinal_region"]
@@ -108,13 +114,13 @@ def _items_file(root: Path, file: str | None) -> Path:
         return path
     found = sorted(p for p in root.glob("*.json*") if p.suffix in (".json", ".jsonl") and p.is_file())
     missing = f"no .json or .jsonl item file under {str(root)!r} (name one with file=)"
-    return _only_file(found, root, name="spinebench", missing=missing, what="item", hint="; name one with file=")
+    return only_file(found, root, name="spinebench", missing=missing, what="item", hint="; name one with file=")
 
 
 def _read_items(path: Path) -> list[Any]:
     if path.suffix == ".jsonl":
-        return _load_jsonl(path)
-    return _json_list(path, "spinebench", "items (or be .jsonl, one per line)")
+        return load_jsonl(path)
+    return json_list(path, "spinebench", "items (or be .jsonl, one per line)")
 
 
 def _options(raw: Any) -> list[str] | str:
@@ -127,18 +133,18 @@ def _options(raw: Any) -> list[str] | str:
         raw = [by_letter[letter] for letter in letters]
     if not isinstance(raw, list) or len(raw) < 2 or len(raw) > len(LETTERS):
         return f"options must be 2 to {len(LETTERS)} texts (a list or a letter mapping), got {raw!r}"
-    texts = [_strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)]
+    texts = [strip_letter(str(o), LETTERS[i]) for i, o in enumerate(raw)]
     return texts if all(texts) else f"an option is empty: {raw!r}"
 
 
 def _joined(value: Any) -> str | None:
     if isinstance(value, list):
-        parts = [t for v in value if (t := _text(v))]
+        parts = [t for v in value if (t := text_or_none(v))]
         return ", ".join(parts) or None
-    return _text(value)
+    return text_or_none(value)
 
 
-def _item(item: Any, n: int, fields: Mapping[str, str | None], ctx: tuple[Path, _RowErrors]) -> dict[str, Any] | None:
+def _item(item: Any, n: int, fields: Mapping[str, str | None], ctx: tuple[Path, RowErrors]) -> dict[str, Any] | None:
     path, errors = ctx
     if not isinstance(item, Mapping):
         errors(path, n, f"an item must be an object, got {type(item).__name__}")
@@ -151,22 +157,22 @@ def _item(item: Any, n: int, fields: Mapping[str, str | None], ctx: tuple[Path, 
                    f"map another key with fields={{{name!r}: KEY}}")
             return None
     images = values["image"]
-    images = [str(p) for p in (images if isinstance(images, list) else [images]) if _text(p)]
+    images = [str(p) for p in (images if isinstance(images, list) else [images]) if text_or_none(p)]
     options = _options(values["options"])
     if isinstance(options, str):
         errors(path, label, options)
         return None
-    mcq = _mcq_fields(values["answer"], options)
+    mcq = mcq_fields(values["answer"], options)
     if isinstance(mcq, str):
         errors(path, label, mcq)
         return None
-    category, sub, level = _text(values["category"]), _text(values["subcategory"]), _joined(values["level"])
+    category, sub, level = text_or_none(values["category"]), text_or_none(values["subcategory"]), _joined(values["level"])
     return {
         "id": str(values["id"] if values["id"] is not None else n),
-        "patient_id": _text(values["patient"]) or images[0], "image_path": images,
-        "question": _text(values["question"]), **mcq, "category": category, "subcategory": sub,
+        "patient_id": text_or_none(values["patient"]) or images[0], "image_path": images,
+        "question": text_or_none(values["question"]), **mcq, "category": category, "subcategory": sub,
         "category_path": f"{category}/{sub}" if sub else category, "level": level,
-        "region": spinal_region(level), "modality": _text(values["modality"]), "split": "test", "json_row": n,
+        "region": spinal_region(level), "modality": text_or_none(values["modality"]), "split": "test", "json_row": n,
     }
 
 
@@ -191,9 +197,9 @@ def spinebench(
     root = Path(root)
     mapping = _fields(fields)
     path = _items_file(root, file)
-    errors = _RowErrors("spinebench", on_error)
+    errors = RowErrors("spinebench", on_error)
     records = [r for n, item in enumerate(_read_items(path)) if (r := _item(item, n, mapping, (path, errors)))]
-    frame = _finish(records, errors, "spinebench", path)
+    frame = finish(records, errors, "spinebench", path)
     return VQADataset(
         frame, root=Path(image_root) if image_root is not None else root, multi_image=True,
         meta_columns=("category", "subcategory", "category_path", "level", "region", "modality", "answer_text"),

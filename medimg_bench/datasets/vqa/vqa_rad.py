@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from medimg_bench.datasets.vqa.base import (
-    _RAD_META,
+    RAD_META,
     VQADataset,
-    _closed_open_rows,
-    _finish,
-    _miccai19,
-    _rad_record,
+    closed_open_rows,
+    finish,
+    miccai19,
+    rad_record,
 )
-from medimg_bench.datasets.vqa.readers import _load_json, _RowErrors, _text
+from medimg_bench.datasets.vqa.readers import RowErrors, load_json, text_or_none
 from medimg_bench.registry import register_dataset
 
 __all__ = ["vqa_rad"]
@@ -49,22 +49,22 @@ def vqa_rad(
     if not path.exists():
         miccai = next((d for d in (root / "data_RAD", root) if (d / "testset.json").exists()), None)
         if miccai is not None:
-            return _miccai19(miccai, split, "vqa_rad", on_error, transform)
-    data = _load_json(path)
-    errors = _RowErrors("vqa_rad", on_error)
-    rows = _closed_open_rows(
+            return miccai19(miccai, split, "vqa_rad", on_error, transform)
+    data = load_json(path)
+    errors = RowErrors("vqa_rad", on_error)
+    rows = closed_open_rows(
         ((n, item) for n, item in enumerate(data) if split == "all" or _is_test(item) == (split == "test")),
         image_key="image_name", expected_types="CLOSED/OPEN", path=path, errors=errors,
     )
     records = [
-        _rad_record(item, n, fields, image=image, image_path=f"{image_dir}/{image}",
+        rad_record(item, n, fields, image=image, image_path=f"{image_dir}/{image}",
                     split="test" if _is_test(item) else "train")
         for n, item, image, fields in rows
     ]
-    frame = _finish(records, errors, "vqa_rad", path)
-    return VQADataset(frame, root=root, meta_columns=_RAD_META, transform=transform, name="vqa_rad")
+    frame = finish(records, errors, "vqa_rad", path)
+    return VQADataset(frame, root=root, meta_columns=RAD_META, transform=transform, name="vqa_rad")
 
 
 def _is_test(item: dict) -> bool:
     """A VQA-RAD item of the test split: ``phrase_type`` ``test_freeform`` / ``test_para``."""
-    return (_text(item.get("phrase_type")) or "").startswith("test")
+    return (text_or_none(item.get("phrase_type")) or "").startswith("test")

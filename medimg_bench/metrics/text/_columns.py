@@ -1,5 +1,8 @@
 """What the per-sample metrics of scored replies share (``moaks``, ``cxreasonbench_reasoning``):
-one row per sample, one named column per figure in [0, 1], NaN where a sample is not covered."""
+one row per sample, one named column per figure in [0, 1], NaN where a sample is not covered.
+
+Not a table reader: the columns of the tables the toolkit reads are found by the one column
+matcher, :mod:`medimg_bench.datasets.columns`."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ CHEXBERT_ORDER = tuple(o for o in CHEXPERT_OBSERVATIONS if o != "No Finding") + 
 _CLASS_TO_LABEL = {0: np.nan, 1: 1.0, 2: 0.0, 3: -1.0}  # blank, positive, negative, uncertain
 
 
-def _require(path: str | Path | None, option: str, what: str) -> Path:
+def require(path: str | Path | None, option: str, what: str) -> Path:
     if path is None:
         raise ValueError(f"CheXbert needs weights: set `{option}` to {what}")
     from medimg_bench.hub import (
@@ -46,7 +46,7 @@ def _require(path: str | Path | None, option: str, what: str) -> Path:
     return p
 
 
-def _build(bert_path: Path, checkpoint: Path, device: str) -> tuple[Any, Any]:
+def build(bert_path: Path, checkpoint: Path, device: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -93,10 +93,10 @@ def chexbert_label_reports(
     import pandas as pd
     import torch
 
-    ckpt = _require(checkpoint, "chexbert_checkpoint",
+    ckpt = require(checkpoint, "chexbert_checkpoint",
                     "the CheXbert checkpoint (chexbert.pth, or hf://org/name/chexbert.pth)")
-    bert = _require(bert_path, "chexbert_bert_path", "a bert-base-uncased folder or hub id")
-    tok, model = _build(bert, ckpt, device)
+    bert = require(bert_path, "chexbert_bert_path", "a bert-base-uncased folder or hub id")
+    tok, model = build(bert, ckpt, device)
     rows: list[dict[str, float]] = []
     for start in range(0, len(texts), batch_size):
         chunk = [str(t).strip() for t in texts[start : start + batch_size]]

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from medimg_bench.metrics.text._columns import ReplyColumns
-from medimg_bench.metrics.text.open_judge import RUBRICS, Rubric, _parse_cxreasonbench
+from medimg_bench.metrics.text.open_judge import RUBRICS, Rubric, parse_cxreasonbench
 from medimg_bench.registry import register_metric
 
 __all__ = ["HARNESS", "PERCEPTION_TASKS", "MEASUREMENT_TASKS", "ALL_TASKS", "MULTI_BODYPART_TASKS",
@@ -106,7 +106,7 @@ _FOLLOWS = "CXReasonBench return_scoring_result, stage judge {key} (ttumyche/CXR
 def _rubric(key: str) -> Rubric:
     query = _WITH_Q if key == "final" else _NO_Q  # the harness passes the question as a list only there
     return Rubric(f"cxreasonbench_{key}", _FOLLOWS.format(key=key), _TEXTS[key], "system", _LABELS,
-                  _parse_cxreasonbench, max_new_tokens=500, query=query)
+                  parse_cxreasonbench, max_new_tokens=500, query=query)
 
 
 #: the judge rubric of each stage kind (prompt.py stage_by_sysmsg keys); init is the shared

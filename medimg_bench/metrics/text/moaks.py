@@ -19,7 +19,8 @@ Here:
   its reason — never read as grade 0.
 * :func:`grade_items` flattens an object into graded items: integer leaves (``true``/``false`` and
   numeric strings are not grades) keyed by their path *below the top-level key* (the wrapper the
-  templates vary: ``MOAKS_scores`` / ``MOAKS_grade`` / ``ACL`` ...), keys compared case-folded
+  templates vary: ``MOAKS_scores`` / ``MOAKS_grade`` / ``ACL`` ...; an object with several
+  top-level objects has no wrapper: each keeps its name), keys compared case-folded
   with ``_``/``-``/runs of spaces as one space; lists of six numbers are 3D boxes.
 * :func:`score_answer` compares a reply with a reference object: per item right or wrong (a
   missing item is wrong), all right, the reply's coverage of the question's template, and the 3D
@@ -123,12 +124,13 @@ def _is_box(value: Any) -> bool:
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value))
 
 
-def _walk(value: Any, path: tuple[str, ...], grades: dict[str, Any], boxes: dict[str, list[float]]) -> None:
+def _walk(value: Any, path: tuple[str, ...], grades: dict[str, Any], boxes: dict[str, list[float]],
+          skip: int) -> None:
     if isinstance(value, Mapping):
         for k, v in value.items():
-            _walk(v, (*path, str(k)), grades, boxes)
+            _walk(v, (*path, str(k)), grades, boxes, skip)
         return
-    key = item_key(path[1:] if len(path) > 1 else path)
+    key = item_key(path[skip:] if len(path) > skip else path)
     if _is_box(value):
         boxes.setdefault(key, [float(v) for v in value])
     elif not isinstance(value, list):
@@ -137,11 +139,15 @@ def _walk(value: Any, path: tuple[str, ...], grades: dict[str, Any], boxes: dict
 
 def grade_items(obj: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """``(items, boxes)`` of a JSON object: every non-list leaf by :func:`item_key` of its path
-    below the top-level key (values as given; only integers count as grades when scored), and
-    every list of six numbers as a box."""
+    below the wrapper (values as given; only integers count as grades when scored), and every
+    list of six numbers as a box. The wrapper is the top-level key when it is the only one that
+    holds an object (``{"MOAKS_scores": {...}, "bbox": [...]}``); with several top-level objects
+    (``{"patella medial BML": {...}, "patella lateral BML": {...}}``) each keeps its name, so
+    their items stay apart."""
     grades: dict[str, Any] = {}
     boxes: dict[str, list[float]] = {}
-    _walk(obj, (), grades, boxes)
+    nested = sum(isinstance(v, Mapping) for v in obj.values())
+    _walk(obj, (), grades, boxes, 1 if nested <= 1 else 0)
     return grades, boxes
 
 

@@ -130,7 +130,7 @@ def _parse_medevalkit(reply: str | None) -> str:
     return "correct" if value == "0" else "incorrect" if value == "1" else "unparsed"
 
 
-def _parse_cxreasonbench(reply: str | None) -> str:
+def parse_cxreasonbench(reply: str | None) -> str:
     low = str(reply or "").lower()
     if "true" in low:
         return "true"
@@ -183,7 +183,7 @@ RUBRICS: dict[str, Rubric] = {
         "cxreasonbench_init",
         "CXReasonBench return_scoring_result, init-stage judge (ttumyche/CXReasonBench 72357fe, "
         "evaluation/scoring.py, prompt.py)",
-        _CXREASONBENCH_INIT, "system", ("true", "false", "idk", "n/a"), _parse_cxreasonbench,
+        _CXREASONBENCH_INIT, "system", ("true", "false", "idk", "n/a"), parse_cxreasonbench,
         max_new_tokens=500, query="- Question: {question}- Answer 1: {answer} - Answer 2: {response}"),
 }
 

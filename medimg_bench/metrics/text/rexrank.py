@@ -271,11 +271,11 @@ def semb_scores(
     batch_size: int = 18,
 ) -> np.ndarray:
     """Per-report ``semb_score``: cosine of CheXbert [CLS] embeddings (see the module docstring)."""
-    from medimg_bench.metrics.text.chexbert import _build, _require
+    from medimg_bench.metrics.text.chexbert import build, require
 
     _check_pairs(generated, references)
-    tok, model = _build(_require(bert_path, "chexbert_bert_path", "a bert-base-uncased folder or hub id"),
-                        _require(checkpoint, "chexbert_checkpoint", "the CheXbert checkpoint"), device)
+    tok, model = build(require(bert_path, "chexbert_bert_path", "a bert-base-uncased folder or hub id"),
+                        require(checkpoint, "chexbert_checkpoint", "the CheXbert checkpoint"), device)
     gen = _chexbert_embeddings(list(generated), tok, model, device=device, batch_size=batch_size)
     ref = _chexbert_embeddings(list(references), tok, model, device=device, batch_size=batch_size)
     return _cosine32(ref, gen)
@@ -372,12 +372,12 @@ class RexrankScorer:
         return self._annotate
 
     def _semb(self, generated: list[str], references: list[str]) -> np.ndarray:
-        from medimg_bench.metrics.text.chexbert import _build, _require
+        from medimg_bench.metrics.text.chexbert import build, require
 
         o = self.options
         if self._chexbert is None:
-            self._chexbert = _build(_require(o["chexbert_bert_path"], "scoring.chexbert_bert_path", "bert-base-uncased"),
-                                    _require(o["chexbert_checkpoint"], "scoring.chexbert_checkpoint", "chexbert.pth"),
+            self._chexbert = build(require(o["chexbert_bert_path"], "scoring.chexbert_bert_path", "bert-base-uncased"),
+                                    require(o["chexbert_checkpoint"], "scoring.chexbert_checkpoint", "chexbert.pth"),
                                     o["device"])
         tok, model = self._chexbert
         kw = {"device": o["device"], "batch_size": int(o["batch_size"])}
@@ -409,13 +409,13 @@ class RexrankScorer:
         ``<dir>/<radgraph_model>`` folder, and only when no annotations file replaces it): what a
         run's key holds by content. An option that cannot be resolved is given as written (its
         digest is then ``missing``; the scorer names the problem when it runs)."""
-        from medimg_bench.metrics.text.chexbert import _require
+        from medimg_bench.metrics.text.chexbert import require
 
         o = self.options
         resolve: dict[str, Callable[[], Path]] = {
             "bertscore_model": self._bertscore_path,
-            "chexbert_checkpoint": lambda: _require(o["chexbert_checkpoint"], "scoring.chexbert_checkpoint", "chexbert.pth"),
-            "chexbert_bert_path": lambda: _require(o["chexbert_bert_path"], "scoring.chexbert_bert_path", "bert-base-uncased"),
+            "chexbert_checkpoint": lambda: require(o["chexbert_checkpoint"], "scoring.chexbert_checkpoint", "chexbert.pth"),
+            "chexbert_bert_path": lambda: require(o["chexbert_bert_path"], "scoring.chexbert_bert_path", "bert-base-uncased"),
             "radgraph_model_cache_dir": lambda: Path(o["radgraph_model_cache_dir"]).expanduser() / str(o["radgraph_model"]),
             "radgraph_annotations": lambda: Path(o["radgraph_annotations"]).expanduser(),
         }

@@ -48,7 +48,7 @@ def read_jsonl_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of each non-blank line of a JSONL file. Refused, naming the
     line: invalid UTF-8 or JSON, a line that is not an object, a key given twice in one object."""
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[:exc.start].count(b"\n") + 1
         raise ValueError(f"{_where(path)} line {line}: not UTF-8 text ({exc.reason})") from exc
@@ -91,7 +91,7 @@ def check_csv_header(path: Path) -> None:
     """Refuse a CSV header that names a column twice (pandas would read the second as ``name.1``)."""
     import csv
 
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
         header = next(csv.reader(f), [])
     dup = sorted({c for c in header if header.count(c) > 1})
     if dup:
@@ -221,23 +221,13 @@ def scores_to_probs(values: np.ndarray, *, multilabel: bool) -> np.ndarray:
 # -- label maps ----------------------------------------------------------------------------------------
 def check_label_values(array: Any, path: Path | str, *, sample_id: str,
                        num_classes: int | None = None) -> np.ndarray:
-    """A label map as ``int64``, refused naming the file when a value is not a whole number
-    (0.6 would otherwise be cast to 0), negative, or, when ``num_classes`` is known, not below it."""
-    a = np.asarray(array)
-    where = f"{_where(Path(path))} (sample {sample_id!r})"
-    if a.dtype.kind == "f":
-        frac = a != np.rint(a)
-        if frac.any():
-            first = float(a[frac].flat[0])
-            raise ValueError(f"{where}: {int(frac.sum())} of {a.size} voxel(s) are not whole numbers "
-                             f"(e.g. {first!r}); a label map holds integer labels (threshold or argmax "
-                             "probability maps first)")
-    elif a.dtype.kind not in "iub":
-        raise ValueError(f"{where}: values of type {a.dtype} are not a label map")
-    labels = a.astype(np.int64, copy=False)
-    if labels.size and int(labels.min()) < 0:
-        raise ValueError(f"{where}: negative label {int(labels.min())}; labels are 0 (background) .. n-1")
-    if num_classes is not None and labels.size and int(labels.max()) >= num_classes:
-        raise ValueError(f"{where}: label {int(labels.max())} but the dataset has {num_classes} labels "
-                         f"(0 .. {num_classes - 1})")
-    return labels
+    """A label map as ``int64`` by the one mask decoder's rule
+    (:func:`medimg_bench.datasets.masks.check_label_map`): refused naming the file and the sample
+    when a value is not a whole number (0.6 would otherwise be cast to 0), negative, or, when
+    ``num_classes`` is known, not below it."""
+    from medimg_bench.datasets.masks import check_label_map
+
+    try:
+        return check_label_map(array, path, num_classes=num_classes, what="label map")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (sample {sample_id!r})") from None

@@ -11,14 +11,14 @@ import numpy as np
 import torch
 
 from medimg_bench.models.predictions.checks import check_label_values
-from medimg_bench.models.predictions.lookup import _Lookup
+from medimg_bench.models.predictions.lookup import Lookup
 
 __all__ = ["LabelMapsFromFolder"]
 
 _SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd", ".dcm")
 
 
-class LabelMapsFromFolder(_Lookup):
+class LabelMapsFromFolder(Lookup):
     """Segmentation label maps ``<id>.<suffix>`` from a folder: ``predict(batch) -> {"labels"}``.
     A value that is not a whole number (0.6 from a probability map), a negative one or one
     beyond the dataset's labels fails the sample naming the file. A DICOM SEG's segments (an

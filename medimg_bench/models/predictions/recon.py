@@ -8,15 +8,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.models.predictions.lookup import _Lookup
+from medimg_bench.models.predictions.lookup import Lookup
 
 __all__ = ["ReconsFromFolder"]
 
 
-class ReconsFromFolder(_Lookup):
-    """``predict(batch) -> {"recon"[, "labels"]}`` from ``<id>.h5`` / ``<id>.npy``."""
+class ReconsFromFolder(Lookup):
+    """``predict(batch) -> {"recon"[, "labels"]}`` from ``<id>.h5`` / ``<id>.npy``. A stored
+    ``segmentation`` is a label map, decoded by the one mask decoder: a float one with fractions
+    (soft or probability values) is refused naming the file, as from a NIfTI file, never cast."""
 
     task = "reconstruction"
+    num_classes: int | None = None  # the dataset's label count, once bound: larger labels are refused
+
+    def bind_dataset(self, dataset: Any) -> None:
+        """Remember the dataset's label count (``classes`` include the background)."""
+        classes = getattr(dataset, "classes", None)
+        self.num_classes = len(classes) if classes else None
 
     def _known_ids(self) -> set[str]:
         return {p.stem for p in self.source.glob("*.h5")} | {p.stem for p in self.source.glob("*.npy")}
@@ -44,6 +52,10 @@ class ReconsFromFolder(_Lookup):
         if recon.ndim != 3 or not np.isfinite(recon).all():
             raise ValueError(f"{str(where)!r}: reconstruction must be a finite (slices, H, W) array, "
                              f"got shape {recon.shape}")
+        if seg is not None:
+            from medimg_bench.datasets.masks import check_label_map
+
+            seg = check_label_map(seg, f"{where}:segmentation", num_classes=self.num_classes, what="segmentation")
         return recon, seg
 
     def predict(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +67,7 @@ class ReconsFromFolder(_Lookup):
                 exc.stage = "predict"  # type: ignore[attr-defined]
                 raise
             recons.append(torch.from_numpy(np.ascontiguousarray(recon, dtype=np.float32)).to(self.device))
-            segs.append(None if seg is None else torch.from_numpy(np.ascontiguousarray(seg).astype(np.int64)).to(self.device))
+            segs.append(None if seg is None else torch.from_numpy(np.ascontiguousarray(seg)).to(self.device))
         out: dict[str, Any] = {"recon": torch.stack(recons) if len({r.shape for r in recons}) == 1 else recons}
         if all(s is not None for s in segs):
             out["labels"] = torch.stack(segs) if len({s.shape for s in segs}) == 1 else segs

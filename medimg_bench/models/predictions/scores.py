@@ -1,6 +1,8 @@
-"""Classification scores from a CSV or Parquet table (one column per class), matched to the
-dataset's classes by column name (:func:`medimg_bench.datasets.columns.match_class_columns`) and
-checked when loaded (:mod:`.checks`)."""
+"""Classification scores from a CSV or Parquet table (an id column and one column per class), the
+columns found by name with the one column matcher (:mod:`medimg_bench.datasets.columns`: the id
+column among ``id``, ``Image Index``, ``image_id``...; the score columns matched to the dataset's
+classes up to case, punctuation and ``prob_`` / ``_prob`` / ``score_``... affixes) and checked when
+loaded (:mod:`.checks`)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from medimg_bench.datasets.columns import match_class_columns
+from medimg_bench.datasets.columns import match_class_columns, match_id_column
 from medimg_bench.models.predictions.checks import (
     check_csv_header,
     check_probabilities,
     score_matrix,
     scores_to_probs,
 )
-from medimg_bench.models.predictions.lookup import _Lookup
+from medimg_bench.models.predictions.lookup import Lookup, match_stored_ids, skip_pixels
 
 __all__ = ["ScoresFromFile", "SCORE_KINDS"]
 
@@ -26,21 +28,27 @@ __all__ = ["ScoresFromFile", "SCORE_KINDS"]
 SCORE_KINDS = ("probabilities", "logits")
 
 
-def _read_scores_table(path: Path, id_column: str) -> tuple[Any, list[str], list[int] | None]:
-    """The table, its ids as strings and (CSV) the line of each row; ids checked: present, not
-    blank, not twice."""
+def _read_scores_table(path: Path, id_column: str | None) -> tuple[Any, list[str], list[int] | None, str]:
+    """The table, its ids as strings, (CSV) the line of each row and the id column (``id_column``,
+    else found by name: :func:`~medimg_bench.datasets.columns.match_id_column`); ids checked:
+    present, not blank, not twice."""
     import pandas as pd
 
     where = f"predictions {str(path)!r}"
     try:
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, dtype={id_column: str})
-    except (OSError, ValueError) as exc:
+        if path.suffix == ".parquet":
+            table = pd.read_parquet(path)
+        else:
+            check_csv_header(path)
+            header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+            id_column = match_id_column(header, where=where, given=id_column)
+            table = pd.read_csv(path, dtype={id_column: str})
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(where):
+            raise
         raise ValueError(f"{where}: cannot read the table: {exc}") from exc
     table.columns = [str(c) for c in table.columns]
-    if path.suffix != ".parquet":
-        check_csv_header(path)
-    if id_column not in table.columns:
-        raise ValueError(f"{where}: no {id_column!r} column; columns are {list(table.columns)}")
+    id_column = match_id_column(list(table.columns), where=where, given=id_column)
     lines = list(range(2, len(table) + 2)) if path.suffix != ".parquet" else None
     raw = table[id_column]
     blank = raw.isna() | (raw.astype(str).str.strip() == "")
@@ -58,15 +66,18 @@ def _read_scores_table(path: Path, id_column: str) -> tuple[Any, list[str], list
         raise ValueError(f"{where} {here}: duplicate id {ids[i]!r} (first on {first}); one row per id")
     if not ids:
         raise ValueError(f"{where}: no rows")
-    return table, ids, lines
+    return table, ids, lines, id_column
 
 
-class ScoresFromFile(_Lookup):
+class ScoresFromFile(Lookup):
     """Class scores from a table: ``predict(batch) -> {"probs", "logits"}``.
 
+    The id column is ``id_column``, else found by name (``id``, ``Image Index``, ``image_id``...);
+    an id may carry the image's file suffix (``00000010_000.png`` is sample ``00000010_000``).
     Score columns are matched to the dataset's classes (given by ``dataset_classes`` or
-    :meth:`bind_dataset`) by name, in any order; a table whose columns carry no class names is
-    taken in the order of ``classes`` (the columns to use), and only then. ``scores``:
+    :meth:`bind_dataset`) by name, in any order, up to case, punctuation and score affixes
+    (``prob_Effusion``); a table whose columns carry no class names is taken in the order of
+    ``classes`` (the columns to use), and only then. ``scores``:
     ``probabilities`` (default; a value outside [0, 1] is refused, and so is a multi-class row that
     does not sum to 1) or ``logits`` (sigmoid for a multi-label task, softmax for a multi-class one,
     by ``multilabel``: the task's flag, else the dataset's). Every value is checked when the
@@ -74,14 +85,14 @@ class ScoresFromFile(_Lookup):
 
     task = "classification"
 
-    def __init__(self, path: Path, *, classes: Sequence[str] | None = None, id_column: str = "id",
+    def __init__(self, path: Path, *, classes: Sequence[str] | None = None, id_column: str | None = None,
                  num_classes: int | None = None, scores: str = "probabilities", multilabel: bool | None = None,
                  dataset_classes: Sequence[str] | None = None) -> None:
         super().__init__(path)
         if scores not in SCORE_KINDS:
             raise ValueError(f"predictions: scores must be one of {list(SCORE_KINDS)}, got {scores!r} "
                              "(option model.options.scores)")
-        self.table, self.ids, self.lines = _read_scores_table(path, id_column)
+        self.table, self.ids, self.lines, id_column = _read_scores_table(path, id_column)
         self.given = [str(c) for c in classes] if classes else None
         if self.given:
             absent = [c for c in self.given if c not in self.table.columns]
@@ -100,12 +111,27 @@ class ScoresFromFile(_Lookup):
             self._resolve(None)
 
     def bind_dataset(self, dataset: Any) -> None:
-        """Match the score columns to ``dataset.classes`` and check every value (load time)."""
+        """Match the score columns to ``dataset.classes``, check every value (load time), key
+        ids named by image file by sample id; the dataset reads no pixels."""
         if self.multilabel is None and getattr(dataset, "multilabel", None) is not None:
             self.multilabel = bool(dataset.multilabel)
         classes = getattr(dataset, "classes", None)
         if classes or self.given:
             self._resolve(list(classes) if classes else None)
+        ids = getattr(dataset, "ids", None)
+        if ids is not None:
+            self._rekey(match_stored_ids(self.ids, ids, where=f"predictions {str(self.source)!r}"))
+        skip_pixels(dataset)
+
+    def _rekey(self, to_sample: dict[str, str]) -> None:
+        """Stored ids that name a sample by its image file (``<id>.png``) keyed by the sample id."""
+        if all(k == v for k, v in to_sample.items()):
+            return
+        self.ids = [to_sample.get(i, i) for i in self.ids]
+        for attr in ("scores", "_raw"):
+            table = getattr(self, attr)
+            if table is not None:
+                setattr(self, attr, {to_sample.get(k, k): v for k, v in table.items()})
 
     def _resolve(self, classes: list[str] | None) -> None:
         where = f"predictions {str(self.source)!r}"

@@ -4,13 +4,13 @@ optimiser, step, position in the epoch, RNG, best weights), written atomically a
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from medimg_bench._fs import atomic_path
 from medimg_bench.models.base import ModelAdapter
 
 __all__ = ["TrainState", "load_state", "save_state"]
@@ -47,9 +47,8 @@ def save_state(path: Path, inner: torch.nn.Module, opt: torch.optim.Optimizer, s
         "best_step": state.best_step, "bad": state.bad, "best_state": state.best_state,
         "best_epoch": state.best_epoch, "val_curve": [list(v) for v in state.val_curve], "lrs": list(state.lrs),
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:
+        torch.save(blob, tmp)
 
 
 def load_state(path: Path, model: ModelAdapter, opt: torch.optim.Optimizer, scaler: Any,

@@ -128,10 +128,31 @@ class GenerativeAdapter:
                                    serve_nondeterministic=cache_nondeterministic)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResponse]:
-        """Responses for ``requests`` in the same order; served from ``self.cache`` where possible."""
+        """Responses for ``requests`` in the same order; served from ``self.cache`` where possible.
+        Every ``error`` comes back redacted (:meth:`redact_error`)."""
         if self.cache is None:
-            return self._generate(list(requests))
-        return self.cache.generate(self, list(requests))
+            out = self._generate(list(requests))
+        else:
+            out = self.cache.generate(self, list(requests))
+        for r in out:
+            if r.error:
+                r.error = self.redact_error(r.error)
+        return out
+
+    def option_secrets(self) -> set[str]:
+        """The values of this adapter's secret-named options at any depth (``extra_body.api_key``,
+        ``client_secret``…): what a server may echo back in an error message."""
+        from medimg_bench._secrets import secret_values
+
+        return secret_values({k: v for k, v in vars(self).items() if isinstance(v, (str, dict, list, tuple))})
+
+    def redact_error(self, text: str) -> str:
+        """``text`` with the values of secret-named options (:meth:`option_secrets`) and anything
+        that looks like a credential replaced by ``***``: the one redaction every recorded error
+        message of a generative adapter passes (the base class applies it in ``generate``)."""
+        from medimg_bench._secrets import redact_text
+
+        return redact_text(text, self.option_secrets())
 
     def __repr__(self) -> str:
         try:

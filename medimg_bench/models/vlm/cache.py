@@ -4,7 +4,8 @@ finished evaluation makes no model call and a killed run resumes without losing 
 One row per response, keyed by the SHA-256 of (adapter fingerprint, rendered prompt, image
 content hashes, generation settings). The database runs in WAL mode; each response is committed
 as soon as it arrives (``kill -9`` loses nothing already received); several processes may share
-one file (busy timeout plus retries on ``database is locked``). Errored responses are not stored,
+one file (busy timeout plus retries on ``database is locked``). Errored responses and blank
+answers (empty, whitespace or zero-width characters only: :func:`is_blank`) are not stored,
 so a resumed run asks again. Non-deterministic requests (temperature > 0 without a seed) are not
 served from the cache unless ``serve_nondeterministic=True``.
 
@@ -34,6 +35,7 @@ from medimg_bench.models.vlm.requests import (
     GenerationResponse,
     default_cache_path,
     image_digest,
+    is_blank,
     served_key,
 )
 
@@ -224,8 +226,9 @@ class ResponseCache:
         self, key: str, response: GenerationResponse, *, fingerprint: dict[str, Any],
         request: GenerationRequest | None = None,
     ) -> None:
-        """Store ``response`` under ``key`` and commit at once (errored responses are ignored)."""
-        if response.error is not None:
+        """Store ``response`` under ``key`` and commit at once (errored responses and blank
+        answers — empty, whitespace or zero-width characters only — are ignored)."""
+        if response.error is not None or (response.option_logprobs is None and is_blank(response.text)):
             return
         data = response.to_dict()
         data["cached"] = False

@@ -27,7 +27,8 @@ answer then says a key is wanted). It is sent in the ``Authorization`` header an
 ``repr``, ``identity`` (hence not in manifests or cache keys), the cache, or log messages.
 Credentials in ``base_url`` (``http://user:pw@host/v1``) are used for the requests (HTTP basic
 auth) and shown everywhere else as ``http://***@host/v1``; secret-named keys of ``extra_body``
-are sent but appear as ``***`` in the identity.
+are sent but appear as ``***`` in the identity, and their values are redacted from every error
+message (a server that echoes the request body in a 401 included).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from medimg_bench.models.vlm.base import (
     settings_from_options,
     to_pil_rgb,
 )
+from medimg_bench.models.vlm.requests import is_blank
 from medimg_bench.registry import register_model
 
 __all__ = ["OpenAIVLMAdapter", "encode_image_data_url", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -129,7 +131,7 @@ def _content_text(message: Any) -> tuple[str | None, str | None]:
         return None, f"the answer is null (no content){extra}"
     if not isinstance(content, str):
         return None, f"content is a JSON {type(content).__name__}, not text: {json.dumps(content)[:120]}"
-    if not content.strip():
+    if is_blank(content):  # zero-width characters (U+200B) included
         return None, "the answer is empty"
     return content, None
 
@@ -457,19 +459,26 @@ class OpenAIVLMAdapter(GenerativeAdapter):
 
     def _redact(self, text: str) -> str:
         """``text`` without the key, the URL's credentials or anything that looks like one."""
-        return redact_text(text, {self._key.get()} if self._key.get() else ())  # user info: by look
+        key = {self._key.get()} if self._key.get() else set()
+        return redact_text(text, key | self.option_secrets())  # user info: by look
+
+    def _snippet(self, raw: bytes | str, n: int) -> str:
+        """The first ``n`` characters of a server's text, redacted before it is cut (a secret
+        the cut splits would no longer match its value)."""
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return self._redact(text)[:n]
 
     def _parse(self, raw: bytes, status: int, prompt: str, latency: float, sid: str = "?") -> GenerationResponse:
         where = f"sample {sid}: {self.url} (HTTP {status})"
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            snippet = raw[:200].decode("utf-8", "replace")
+            snippet = self._snippet(raw, 200)
             return GenerationResponse(prompt=prompt, latency_s=latency,
                                       error=self._redact(f"{where}: malformed JSON ({exc}): {snippet!r}"))
         try:
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
-                raise ValueError(f"server error: {json.dumps(data['error'])[:300]}")
+                raise ValueError(f"server error: {self._snippet(json.dumps(data['error']), 300)}")
             choice = data["choices"][0]
             text, problem = _content_text(choice["message"])
             if problem is not None:  # never an answer: not scored, not cached, asked again next run
@@ -486,7 +495,7 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                 f"{where}: unexpected response ({type(exc).__name__}: {exc}): "
-                f"{json.dumps(data)[:200] if not isinstance(data, bytes) else ''}"))
+                f"{self._snippet(json.dumps(data), 200) if not isinstance(data, bytes) else ''}"))
 
     async def _one(self, client: Any, request: GenerationRequest) -> GenerationResponse:
         prompt = request.rendered_prompt()
@@ -511,12 +520,12 @@ class OpenAIVLMAdapter(GenerativeAdapter):
             if status == 200 and problem is None:
                 return self._parse(raw, 200, prompt, latency, sid)
             if status == 200 or (status is not None and status not in _RETRY_STATUS and status < 500):
-                problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
+                problem = problem or f"HTTP {status}: {self._snippet(raw, 200)!r}"
                 if status in (401, 403):
                     problem += f" — {self._key_hint()}"
                 return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                     f"sample {sid}: {self.url} returned {problem}"))
-            problem = problem or f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')!r}"
+            problem = problem or f"HTTP {status}: {self._snippet(raw, 200)!r}"
             if attempt >= self.max_retries:
                 return GenerationResponse(prompt=prompt, latency_s=latency, error=self._redact(
                     f"sample {sid}: {self.url} failed after {attempt + 1} attempts; last: {problem}"))

@@ -113,6 +113,16 @@ class GenerationResponse:
         return cls(**known)
 
 
+def is_blank(text: str | None) -> bool:
+    """True when ``text`` holds nothing visible: empty, whitespace, or only format characters
+    (Unicode category ``Cf``: zero-width space U+200B, joiners, U+2060, a BOM) and separators.
+    Such an answer is no answer: never scored as text, never cached."""
+    import unicodedata
+
+    return not text or all(c.isspace() or unicodedata.category(c) in ("Cf", "Zs", "Zl", "Zp", "Cc")
+                           for c in text)
+
+
 class GenerationFailed(RuntimeError):
     """A sample whose request failed (an error response): the engine tags it ``[predict]``."""
 

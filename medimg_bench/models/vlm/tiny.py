@@ -13,9 +13,7 @@ safe) and loads it through the ``hf_vlm`` backend.
 from __future__ import annotations
 
 import os
-import shutil
 import string
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -125,28 +123,13 @@ def tiny_vlm_dir(*, seed: int = 0, root: str | os.PathLike[str] | None = None) -
     """The built tiny model's folder under ``root`` (default ``$MEDIMG_BENCH_CACHE`` or
     ``~/.cache/medimg_bench``), building it first if needed. Safe when several processes race:
     one builds under a file lock into a temporary folder renamed into place."""
-    from filelock import FileLock
+    from medimg_bench._fs import locked_materialize
 
     base = Path(root) if root is not None else Path(
         os.environ.get("MEDIMG_BENCH_CACHE") or Path.home() / ".cache" / "medimg_bench")
     target = base / "tiny_vlm" / f"{TINY_VLM_VERSION}-seed{int(seed)}"
-    marker = target / "TINY_VLM.txt"
-    if marker.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock", timeout=600):
-        if marker.exists():
-            return target
-        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
-        try:
-            build_tiny_vlm(tmp, seed=seed)
-            if target.exists():  # a half-written folder from a crashed build without the lock
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return locked_materialize(target, lambda tmp: build_tiny_vlm(tmp, seed=seed),
+                              is_complete=lambda folder: (folder / "TINY_VLM.txt").exists(), timeout=600)
 
 
 @register_model("tiny_vlm", tags=("generative", "vlm", "hf", "demo"))

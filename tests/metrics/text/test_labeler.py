@@ -172,6 +172,21 @@ def test_structured_fields_and_post_negations(text, expected):
     _check(text, expected)
 
 
+@pytest.mark.parametrize("text", [
+    "Pneumothorax is unlikely.", "Pneumothorax unlikely.", "Unlikely pneumothorax.",
+    "Pneumothorax is less likely.", "Pneumothorax is not likely.", "Pneumothorax is thought to be unlikely.",
+    "Small effusion; pneumothorax is unlikely.",
+])
+def test_unlikely_is_uncertain(text):
+    """Issue #35 item 6: "pneumothorax is unlikely" was labelled positive. The CheXpert labeler's
+    post-negation uncertainty patterns make "XXX is less likely" uncertain; "unlikely" says the
+    same (docs/reports.md)."""
+    labels = label_report(text)
+    assert labels["Pneumothorax"] == -1.0
+    if "effusion" in text:
+        assert labels["Pleural Effusion"] == 1.0  # the cue stays in its clause
+
+
 @pytest.mark.parametrize(
     "dashed",
     ["Bibasilar opacities - atelectasis versus pneumonia.", "Small effusion - unchanged.",

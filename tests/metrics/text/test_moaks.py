@@ -82,6 +82,22 @@ def test_items_are_named_below_the_wrapper_and_compared_loosely():
     assert items == {"medial meniscus medial extrusion": 2} and boxes == {"bbox": [1.0, 2, 3, 4, 5, 6]}
 
 
+def test_several_top_level_objects_keep_their_items_apart():
+    """Issue #35 item 6: a reference with one object per region lost all but the first region's
+    items (the top-level key was always dropped, so both regions' "size" became one item)."""
+    ref = {"patella medial BML": {"size": 1, "number": 2}, "patella lateral BML": {"size": 3, "number": 0}}
+    items, _ = grade_items(ref)
+    assert items == {"patella medial bml/size": 1, "patella medial bml/number": 2,
+                     "patella lateral bml/size": 3, "patella lateral bml/number": 0}
+    right = json.dumps(ref)
+    wrapped = json.dumps({"MOAKS_scores": ref})  # the same regions under a wrapper: the same items
+    swapped = json.dumps({"patella medial BML": {"size": 3, "number": 0},
+                          "patella lateral BML": {"size": 1, "number": 2}})
+    for reply, n_correct in ((right, 4), (wrapped, 4), (swapped, 0)):
+        out = score_answer(reply, ref)
+        assert out["n_items"] == 4 and out["n_correct"] == n_correct, reply
+
+
 def test_score_counts_each_grade_and_records_parse_failures():
     reply = "```json\n" + json.dumps({"MOAKS_scores": {"patella medial BML": {
         "Size of BML (including cyst)": 2, "Number of BML within subregion": 2}}}) + "\n```"

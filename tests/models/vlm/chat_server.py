@@ -8,10 +8,11 @@ Faults are requested inside the user text, counted per distinct request body:
 
     [[429x2]]      HTTP 429 (with Retry-After: 0) for the first 2 attempts, then the answer
     [[500x1]]      HTTP 500 once;  [[500always]] HTTP 500 every time;  [[400]] HTTP 400
+    [[401echo]]    HTTP 401 whose message echoes the request body (less its messages)
     [[slowx1=2.0]] the first attempt sleeps 2.0 s before answering (a client timeout)
     [[malformed]]  HTTP 200 with a body that is not JSON;  [[noshape]] JSON without choices
     [[empty]]      an empty answer;  [[dropx1]] close the connection without answering once
-    [[null]]       content null;  [[blank]] content "   ";  [[object]] content a JSON object
+    [[null]]       content null;  [[blank]] content "   ";  [[zwsp]] zero-width spaces;  [[object]] content a JSON object
     [[number]]     content 42;  [[parts]] content as text parts;  [[imgparts]] non-text parts only
     [[big=N]]      an answer of N bytes (the body a little more), with a Content-Length header
     [[bigchunked=N]] the same without Content-Length (chunked transfer encoding)
@@ -73,6 +74,8 @@ def _content(faults: dict[str, str], answer: str) -> object:
         return None
     if "blank" in faults:
         return "   "
+    if "zwsp" in faults:
+        return "\u200b \u200b"
     if "object" in faults:
         return {"text": answer}
     if "number" in faults:
@@ -207,6 +210,10 @@ def make_handler(state: State, latency: float, key: str | None, rules: list[dict
                     return
                 if name in ("500", "500always") and (active or name == "500always"):
                     self._send(500, b'{"error": {"message": "internal error"}}')
+                    return
+                if name == "401echo":  # a server that echoes the request's options in its 401
+                    echoed = json.dumps({k: v for k, v in body.items() if k != "messages"})
+                    self._send(401, json.dumps({"error": {"message": f"unauthorised request {echoed}"}}).encode())
                     return
                 if name == "400":
                     self._send(400, b'{"error": {"message": "bad request"}}')

@@ -75,6 +75,29 @@ def test_errors_are_not_cached_so_a_resume_retries_them(tmp_path):
     assert len(a.cache) == 3
 
 
+class _BlankAdapter(CountingAdapter):
+    """Answers each request with the text after ``say:`` in its prompt."""
+
+    def _generate(self, requests):
+        out = super()._generate(requests)
+        for r, resp in zip(requests, out):
+            resp.text = r.user.split("say:", 1)[1].rsplit(" ", 1)[0]  # less make_requests' " 0?"
+        return out
+
+
+@pytest.mark.parametrize("blank", ["", "  \n", "\u200b", "\u200b\u200d \u2060", "\ufeff", "\u00a0\u3000"])
+def test_blank_answers_are_not_cached(tmp_path, blank):
+    """Issue #35 item 6: an answer of only U+200B was cached; zero-width and other format
+    characters are as empty as whitespace, so a re-run asks again."""
+    a = _BlankAdapter()
+    a.cache = ResponseCache(tmp_path / "r.sqlite")
+    reqs = make_requests(1, prefix=f"say:{blank}") + make_requests(1, prefix="say:x\u200b")
+    a.generate(reqs)
+    assert len(a.cache) == 1  # the visible answer only
+    out = a.generate(reqs)
+    assert a.calls == 3 and not out[0].cached and out[1].cached and out[1].text.startswith("x")
+
+
 def test_nondeterministic_requests_not_served_unless_asked(tmp_path):
     hot = GenerationSettings(temperature=0.7, seed=None)
     a = CountingAdapter()

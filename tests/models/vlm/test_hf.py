@@ -189,7 +189,7 @@ def test_concurrent_first_builds_make_one_model(tmp_path):
         t.join()
     assert not errors and len(set(results)) == 1
     siblings = sorted(p.name for p in results[0].parent.iterdir())
-    assert siblings == ["v1-seed1", "v1-seed1.lock"]  # no leftover temporary folders
+    assert siblings == [".v1-seed1.lock", "v1-seed1"]  # no leftover temporary folders
 
 
 @pytest.mark.gpu

@@ -103,7 +103,7 @@ def test_bad_bodies_become_error_responses(chat_server, fault, expect):
 
 
 @pytest.mark.parametrize("fault, expect", [
-    ("[[empty]]", "the answer is empty"), ("[[blank]]", "the answer is empty"),
+    ("[[empty]]", "the answer is empty"), ("[[blank]]", "the answer is empty"), ("[[zwsp]]", "the answer is empty"),
     ("[[null]]", "the answer is null"), ("[[object]]", "content is a JSON dict, not text"),
     ("[[number]]", "content is a JSON int, not text"), ("[[imgparts]]", "the answer is empty"),
 ])
