@@ -241,3 +241,24 @@ def test_the_demo_trains_a_fixed_number_of_steps():
     cfg = compose_config(["benchmark=demo"])
     for entry, overrides in cfg.benchmark.entries.items():
         assert not any(o.startswith("train.max_seconds=") for o in overrides), entry
+
+
+def test_datasets_check_vqa_rad_on_a_test_only_miccai19_folder(tmp_path, capsys):
+    """Issue 36 item 8: the MICCAI19 layout with only ``testset.json`` failed the check (no
+    train split). The evaluation split is checked; an absent training split is a note."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    d = tmp_path / "vqa_rad" / "data_RAD"
+    (d / "images").mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(d / "images" / "synpic1.jpg")
+    item = {"qid": 1, "image_name": "synpic1.jpg", "image_organ": "CHEST", "answer": "yes", "answer_type": "CLOSED",
+            "question_type": "PRES", "question": "is there a mass?", "phrase_type": "freeform"}
+    (d / "testset.json").write_text(json.dumps([item]))
+    assert main(["datasets", "check", "vqa_rad", f"root={tmp_path / 'vqa_rad'}"]) == 0
+    out = capsys.readouterr().out
+    assert "split 'train' is not in this folder, not checked" in out and "status: OK" in out
+    (d / "testset.json").unlink()  # the evaluation split itself missing is still a problem
+    assert main(["datasets", "check", "vqa_rad", f"root={tmp_path / 'vqa_rad'}"]) == 1

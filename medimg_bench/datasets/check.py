@@ -98,6 +98,8 @@ class CheckReport:
     splits: dict[str, SplitCheck] = field(default_factory=dict)
     leakage: list[LeakageReport] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: what was not checked and why (a training split absent from a test-only folder): no problem
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +119,7 @@ class CheckReport:
             "dataset": self.dataset,
             "ok": self.ok,
             "errors": list(self.errors),
+            "notes": list(self.notes),
             "splits": {k: v.to_dict() for k, v in self.splits.items()},
             "leakage": [lk.to_dict() for lk in self.leakage],
         }
@@ -160,6 +163,8 @@ class CheckReport:
                     problems.append(f"  [{s.name}] ... {len(items) - limit} more {kind}")
         problems += [f"  error: {e}" for e in self.errors]
         lines += _excluded_lines(self.splits.values(), limit)
+        if self.notes:
+            lines += ["", "notes:"] + [f"  {n}" for n in self.notes]
         if problems:
             lines += ["", "problems:"] + problems
         n = sum(s.n_problems for s in self.splits.values()) + len(self.errors)
@@ -506,10 +511,13 @@ def check_from_config(
         kwargs["root"] = cfg["root"]
     splits: dict[str, Any] = {}
     errors: list[str] = []
+    absent: dict[str, str] = {}
     for split in split_names or [None]:
         label = str(split) if split is not None else "all"
         try:
             splits[label] = create_dataset(name, **kwargs, **({} if split is None else {"split": split}))
+        except FileNotFoundError as exc:  # maybe a folder holding only the evaluation split
+            absent[label] = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # a missing root or CSV is a finding of the check, not a crash
             errors.append(f"split {label!r} could not be built: {type(exc).__name__}: {exc}")
     report = check_dataset(
@@ -517,6 +525,12 @@ def check_from_config(
         num_workers=num_workers, name=name,
     )
     report.errors += errors
+    evaluation = str(cfg.get("split")) if cfg.get("split") is not None else None
+    for label, why in absent.items():  # only the evaluation split must be there
+        if label != evaluation and evaluation in splits:
+            report.notes.append(f"split {label!r} is not in this folder, not checked ({why})")
+        else:
+            report.errors.append(f"split {label!r} could not be built: {why}")
     return report
 
 

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medimg_bench._fs import atomic_write
+
 __all__ = ["job_record", "read_jobs", "JOBS_FILE", "SubmititSweepMixin"]
 
 JOBS_FILE = "jobs.json"
@@ -72,9 +74,8 @@ def read_jobs(sweep_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _write_jobs(sweep_dir: Path, entries: list[dict[str, Any]]) -> None:
-    tmp = sweep_dir / f".{JOBS_FILE}.tmp"
-    tmp.write_text(json.dumps({"jobs": entries}, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, sweep_dir / JOBS_FILE)
+    with atomic_write(sweep_dir / JOBS_FILE, mode="w", fsync=False) as f:
+        f.write(json.dumps({"jobs": entries}, indent=1, default=str))
 
 
 def _squeue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
