@@ -138,7 +138,7 @@ def sweep_table(multirun_dir: str | Path) -> Any:
     table = pd.DataFrame(rows)
     tail = [c for c in ("status", "error", "job_id", "log", "overrides", "config", "run_dir") if c in table.columns]
     table = table[[c for c in table.columns if c not in tail] + tail]
-    for col in ("n_samples", "n_failed"):  # counts stay integers beside a job without results
+    for col in ("n_samples", "n_failed", "n_excluded"):  # counts stay integers beside a job without results
         if col in table.columns:
             table[col] = table[col].astype("Int64")
     for col in table.columns:  # one type per column for Parquet
