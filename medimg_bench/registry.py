@@ -4,6 +4,10 @@ Modelled on timm: a decorator registers a factory under a name, ``create(name, *
 builds it and ``list()`` shows what exists. Entries live in the modules of a package; the
 registry imports those modules the first time it is asked for a name, so adding a component is
 one new module (plus its Hydra config) and ``import medimg_bench`` stays light.
+
+Registering a factory also makes it record its declared parameters on what it builds, however it
+is called (:func:`medimg_bench.identity.declaring`): that record is the component's identity
+(``neutral={name: reason}`` names the parameters that decide no value).
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class Registry:
     """
 
     def __init__(
-        self, kind: str, package: str | None = None, *, stamp_options: bool = False,
+        self, kind: str, package: str | None = None, *,
         prepare: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None = None,
     ) -> None:
         self.kind = kind
@@ -86,9 +90,6 @@ class Registry:
         # datasets: relative roots made absolute and ``root=hf://…`` a local snapshot folder
         # before the factory sees them; returns (options, attributes to set on the object)
         self.prepare = prepare
-        # datasets: ``create`` records the options on the object (``_registry_call``), because
-        # every option that decides the samples is part of the dataset's fingerprint
-        self.stamp_options = stamp_options
         self._entries: dict[str, RegistryEntry] = {}
         self._discovered = package is None
         self._lock = threading.RLock()
@@ -100,21 +101,27 @@ class Registry:
         *,
         tags: tuple[str, ...] | list[str] = (),
         overwrite: bool = False,
+        neutral: dict[str, str] | None = None,
         **defaults: Any,
     ) -> Callable[..., Any]:
         """Decorator registering a factory (a class or function) under ``name``.
 
         Usable bare (``@reg.register``) or called (``@reg.register("name", tags=[...])``).
         Keyword ``defaults`` are passed to the factory unless ``create`` overrides them, which
-        lets one class be registered several times under different names.
+        lets one class be registered several times under different names. The factory records
+        its declared parameters on what it builds (a function is returned wrapped, a class gets
+        its ``__init__`` wrapped); ``neutral``: ``{parameter: reason}`` of a function factory's
+        parameters that decide no value (a class says so in ``NEUTRAL_PARAMS``).
         """
+        from medimg_bench.identity import declaring
 
         def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
             entry_name = name if isinstance(name, str) else factory.__name__
+            factory = declaring(factory, neutral=neutral)
             with self._lock:
                 if entry_name in self._entries and not overwrite:
                     old = self._entries[entry_name]
-                    if old.factory is not factory or old.defaults != defaults:
+                    if _unwrapped(old.factory) is not _unwrapped(factory) or old.defaults != defaults:
                         raise ValueError(
                             f"{self.kind} {entry_name!r} is already registered by {old.module}; "
                             "pass overwrite=True to replace it"
@@ -174,10 +181,6 @@ class Registry:
         obj = entry.factory(**kwargs)
         if attrs and hasattr(obj, "__dict__"):
             obj.__dict__.update(attrs)
-        if self.stamp_options and hasattr(obj, "__dict__"):
-            from medimg_bench._hashing import describe_call
-
-            obj.__dict__["_registry_call"] = {"name": name, "options": describe_call(entry.factory, (), kwargs)}
         return obj
 
     def list(self, pattern: str | None = None, *, tag: str | None = None) -> list[str]:
@@ -202,6 +205,10 @@ class Registry:
         return f"Registry({self.kind!r}, package={self.package!r})"
 
 
+def _unwrapped(factory: Callable[..., Any]) -> Callable[..., Any]:
+    return getattr(factory, "__wrapped__", factory) if getattr(factory, "__declared__", False) else factory
+
+
 def _dataset_roots(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A dataset's locations, resolved once before any loader joins them with the paths it
     lists: ``root`` (and ``*_root``) relative to the working directory made absolute, and
@@ -219,7 +226,7 @@ def _dataset_roots(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return {**kwargs, "root": str(local)}, {"hub_source": {**snap.record(), "folder": sub, "root": root}}
 
 
-DATASETS = Registry("dataset", "medimg_bench.datasets", stamp_options=True, prepare=_dataset_roots)
+DATASETS = Registry("dataset", "medimg_bench.datasets", prepare=_dataset_roots)
 MODELS = Registry("model", "medimg_bench.models")
 METRICS = Registry("metric", "medimg_bench.metrics")
 TASKS = Registry("task", "medimg_bench.tasks")

@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "medimg_bench"
 
 LAYERS: dict[str, int] = {
-    "registry": 0, "sample": 0, "_fs": 0, "_hashing": 0, "_secrets": 0, "resources": 0, "findings": 0, "hub": 0,
+    "registry": 0, "sample": 0, "_fs": 0, "_hashing": 0, "identity": 0, "_secrets": 0, "resources": 0, "findings": 0, "hub": 0,
     "builders": 0,
     "datasets": 1, "metrics": 1,
     "models": 2,

@@ -255,10 +255,10 @@ def reproduce(card: str | Mapping[str, Any], overrides: Sequence[str] = (), *,
         runs: list[dict[str, Any]] = []
         rows = _run_variants(card, ovs, roots[-1], run_dir)
     elif seeds is None:
-        runs = [_run_once(ovs, run_dir, files)]
+        runs = [_run_once(ovs, run_dir)]
         rows = verdict_rows(card, runs[0]["summary"])
     else:
-        runs = _run_seeds(ovs, run_dir, files, list(seeds))
+        runs = _run_seeds(ovs, run_dir, list(seeds))
         from medimg_bench.baselines.seeds import combine_seeds
 
         combined = combine_seeds([r["summary"] for r in runs], list(seeds))
@@ -377,19 +377,19 @@ def _with_seed_stats(row: dict[str, Any], combined: Mapping[str, Any]) -> dict[s
     return row
 
 
-def _run_once(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _run_once(ovs: Sequence[str], run_dir: Path) -> dict[str, Any]:
     from medimg_bench.runs import compose_config, run_config
 
     run_config(compose_config(list(ovs)), run_dir)
-    _record_files(run_dir, files)
     return _run_info(run_dir, None)
 
 
-def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, Any]],
-               seeds: list[int]) -> list[dict[str, Any]]:
-    """One run per seed into ``run_dir/seed=<s>``; a finished run there with the same config is
-    reused (refused when its config differs), an interrupted training goes on from its last
-    training state (``train/``), anything else unfinished is started again."""
+def _run_seeds(ovs: Sequence[str], run_dir: Path, seeds: list[int]) -> list[dict[str, Any]]:
+    """One run per seed into ``run_dir/seed=<s>``; a finished run there with the same config and
+    the same data (the dataset's identity: manifest, file contents, options) is reused (refused
+    when either differs), an interrupted training goes on from its last training state
+    (``train/``), anything else unfinished is started again. A run directory's manifest is never
+    rewritten: the data files' MD5 go to ``reproduce.json``."""
     from medimg_bench.engine.run_dir import has_train_state
     from medimg_bench.runs import compose_config, run_config
     from medimg_bench.runs.compose import plain
@@ -402,6 +402,7 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, A
         cfg = compose_config([*ovs, f"seed={s}"])
         if (sdir / "summary.json").is_file():
             _same_config(sdir, plain(cfg))
+            _same_data(sdir, plain(cfg))
             print(f"seed={s}: {sdir} is finished; reused, not retrained")
         else:
             if has_train_state(sdir):  # an interrupted training: on from its last state
@@ -412,7 +413,6 @@ def _run_seeds(ovs: Sequence[str], run_dir: Path, files: Sequence[Mapping[str, A
                 cfg = compose_config([*ovs, f"seed={s}", "overwrite=true"])  # interrupted before a state
             print(f"seed={s}: training into {sdir}", flush=True)
             run_config(cfg, sdir)
-        _record_files(sdir, files)
         out.append(_run_info(sdir, s))
     return out
 
@@ -430,6 +430,26 @@ def _same_config(run_dir: Path, cfg: Mapping[str, Any]) -> None:
                         "use another --run-dir or remove it")
 
 
+def _same_data(run_dir: Path, cfg: Mapping[str, Any]) -> None:
+    """Refuse a finished run whose data is not the data of ``cfg``: its manifest's dataset
+    identity (manifest, content of every file, options; ``root`` and other locations are neutral
+    in the config, not in this) against the identity of the dataset ``cfg`` builds now."""
+    from medimg_bench.builders import build_dataset
+    from medimg_bench.datasets.base import dataset_identity
+    from medimg_bench.engine.checkpoint import key_differences
+
+    saved = (json.loads((run_dir / "manifest.json").read_text()).get("dataset") or {})
+    dcfg = cfg["dataset"]
+    now = dataset_identity(build_dataset(dcfg, dcfg.get("split")))
+    if saved.get("fingerprint") is not None and saved.get("fingerprint") == now.get("fingerprint"):
+        return
+    had = saved.get("identity") or {"fingerprint": saved.get("fingerprint")}
+    diffs = key_differences(had, now)
+    raise CardError(f"{run_dir} holds a finished run of other data, or one made by an older version "
+                    f"(dataset fields that differ: {'; '.join(diffs[:4]) or 'fingerprint'}); it is not "
+                    "reused: use another --run-dir or remove it")
+
+
 def _run_info(run_dir: Path, seed: int | None) -> dict[str, Any]:
     """The run's summary, and what the table needs of its manifest (times, kept epoch)."""
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -438,19 +458,6 @@ def _run_info(run_dir: Path, seed: int | None) -> dict[str, Any]:
     return {"seed": seed, "run_dir": str(run_dir), "summary": summary,
             "train_s": tr.get("seconds"), "eval_s": man.get("wall_time_s"),
             "best_epoch": tr.get("best_epoch"), "device": man.get("device")}
-
-
-def _record_files(run_dir: Path, files: Sequence[Mapping[str, Any]]) -> None:
-    """Add the data files' MD5 / official status to the run's ``manifest.json``."""
-    if not files:
-        return
-    from medimg_bench._fs import atomic_write
-
-    path = run_dir / "manifest.json"
-    man = json.loads(path.read_text())
-    man.setdefault("dataset", {})["files"] = [dict(f) for f in files]
-    with atomic_write(path) as f:
-        f.write(json.dumps(man, indent=2, default=str).encode())
 
 
 def _list() -> str:

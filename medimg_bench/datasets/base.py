@@ -25,9 +25,6 @@ from medimg_bench.sample import SampleError, pixels_wanted, without_pixels
 __all__ = ["ManifestDataset", "TableDataset", "read_manifest", "PathManifestDataset", "dataset_root",
            "dataset_identity", "without_pixels", "pixels_wanted"]
 
-# where the data lies, not what it is (the content digests say that): not part of the identity
-_LOCATION_OPTIONS = frozenset({"root", "cache_dir"})
-
 # manifest columns copied into sample["meta"] when present
 META_COLUMNS = (
     "patient_id",
@@ -177,13 +174,15 @@ class ManifestDataset(torch.utils.data.Dataset):
     def identity(self) -> dict[str, Any]:
         """The parts of :meth:`fingerprint`: ``manifest_sha256``, ``content_sha256`` over
         ``(manifest path, file digest)`` pairs, ``n_files`` / ``n_missing``, and ``options``
-        (the factory's and the constructor's arguments, defaults included; where the data lies —
-        ``root``, ``cache_dir`` — is left out, its content says what it is)."""
+        (the declared parameters of the factory and the constructor, defaults included, neutral
+        ones — where the data lies: ``root``, ``cache_dir`` … — left out). Paths under the
+        dataset's root (in the manifest, the file list and the options) count relative to it, so
+        a byte-identical copy elsewhere has the same identity (each root is written ``<root>``)."""
         from medimg_bench._hashing import canonical_json
 
         h = hashlib.sha256()
         h.update(type(self).__name__.encode())
-        h.update(pd.util.hash_pandas_object(self.manifest.astype(str), index=False).values.tobytes())
+        h.update(pd.util.hash_pandas_object(self._relative_manifest(), index=False).values.tobytes())
         h.update(json.dumps(self.classes).encode())
         manifest_sha = h.hexdigest()
         content_sha, n_files, n_missing = self._content_digest()
@@ -193,22 +192,83 @@ class ManifestDataset(torch.utils.data.Dataset):
                 "content_sha256": content_sha, "n_files": n_files, "n_missing": n_missing,
                 "options": options}
 
+    def location_roots(self) -> list[str]:
+        """The folders paths are taken relative to in the identity: ``root`` and every neutral
+        location option (``cache_dir``, ``image_root`` …) the dataset was built with, as given
+        and absolute, longest first."""
+        import os
+
+        from medimg_bench.identity import neutral_params
+
+        given = [self.root]
+        for call in (self.__dict__.get("_declared"), self.__dict__.get("_built_with")):
+            params = (call or {}).get("params") or (call or {}).get("options") or {}
+            given += [v for k, v in params.items() if k in neutral_params(self) and k != "transform"]
+        roots = set()
+        for g in given:
+            if isinstance(g, (str, os.PathLike)) and os.fspath(g) not in ("", ".", "/"):
+                roots |= {os.fspath(g).rstrip("/\\"), os.path.abspath(g), os.path.realpath(g)}
+        return sorted(roots, key=len, reverse=True)
+
+    def _relative(self, value: Any, roots: Sequence[str]) -> Any:
+        """``value`` with every occurrence of one of ``roots`` (a path under it, a ``repr`` naming
+        it) written ``<root>``."""
+        if isinstance(value, str):
+            for r in roots:
+                value = value.replace(r, "<root>")
+            return value
+        if isinstance(value, dict):
+            return {k: self._relative(v, roots) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._relative(v, roots) for v in value]
+        return value
+
+    def _relative_manifest(self) -> pd.DataFrame:
+        table = self.manifest.astype(str)
+        roots = self.location_roots()
+        for c in table.columns:
+            col = table[c]
+            for r in roots:
+                if col.str.contains(r, regex=False).any():
+                    col = col.str.replace(r, "<root>", regex=False)
+            table[c] = col
+        return table
+
+    #: parameters that say where the data lies, not what it is (its content is in the identity)
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "mmap": "how the file is read (memory-mapped or loaded), not what it holds",
+        **{k: "where the data lies: the content of every file it names is in the identity"
+           for k in ("root", "cache_dir", "image_root", "jpg_root", "mimic_root", "pnt_root",
+                     "segmask_root", "volume_root")},
+    }
+
     def options(self) -> dict[str, Any]:
         """Every option that decides how samples are read and preprocessed, as plain values: the
-        registered factory's arguments (stamped by ``DATASETS.create``), the constructor's, and
-        the current ``transform``. Location options (``root``, ``cache_dir``) are left out."""
+        registered factory's declared parameters (:mod:`medimg_bench.identity`; the constructor's
+        when no factory built it) and the current ``transform``. Neutral options (``root``, ``cache_dir`` …)
+        are left out; paths under the dataset's root are relative to it."""
         from medimg_bench._hashing import plain_value
+        from medimg_bench._secrets import redact_secrets
+        from medimg_bench.identity import (
+            identity_value,
+            neutral_params,
+            recorded_factory,
+            recorded_params,
+        )
 
         out: dict[str, Any] = {}
-        for label, attr in (("factory", "_registry_call"), ("constructor", "_built_with")):
-            call = self.__dict__.get(attr)
-            if call:
-                opts = {k: v for k, v in call["options"].items() if k not in _LOCATION_OPTIONS}
-                out[label] = {**{k: v for k, v in call.items() if k != "options"}, "options": opts}
+        factory = recorded_params(self)
+        if factory is not None:
+            out["factory"] = {"name": recorded_factory(self),
+                              "options": {k: identity_value(v) for k, v in sorted(factory.items())}}
+        call = self.__dict__.get("_built_with") if factory is None else None  # the factory decides the call
+        if call:
+            neutral = neutral_params(self)
+            out["constructor"] = {"class": call["class"],
+                                  "options": {k: v for k, v in call["options"].items() if k not in neutral}}
         out["transform"] = plain_value(self.transform)
-        from medimg_bench._secrets import redact_secrets
-
-        return redact_secrets(out)  # a token option (hub access) decides nothing: never written
+        # a token option (hub access) decides nothing: never written
+        return redact_secrets(self._relative(out, self.location_roots()))
 
     def data_files(self) -> list[tuple[str, str]]:
         """``(manifest value, absolute path)`` of every file a sample reads: the values of
@@ -267,9 +327,10 @@ class ManifestDataset(torch.utils.data.Dataset):
 
         files = self.data_files()
         digests = hash_files([p for _, p in files], what=f"dataset {self.name}")
+        roots = self.location_roots()
         h = hashlib.sha256()
         missing = 0
-        for v, p in sorted(files, key=lambda vp: vp[0]):
+        for v, p in sorted(((self._relative(v, roots), p) for v, p in files), key=lambda vp: vp[0]):
             d = digests[p]
             missing += d == MISSING
             h.update(f"{v}\0{d}\n".encode())

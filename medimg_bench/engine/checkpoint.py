@@ -294,6 +294,12 @@ class Checkpoint:
         if not isinstance(state, dict) or state.get("version") not in _READABLE:
             found = state.get("version") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"checkpoint part {str(part)!r} has version {found}, expected {VERSION}")
+        made, now = state["key"].get("identity"), self.key.get("identity")
+        if made != now:
+            raise ValueError(
+                f"checkpoint {str(self.dir)!r} was made by an older version of medimg_bench, whose "
+                f"keys were derived by another rule (identity {made or 1}, now {now or 1}): it cannot "
+                "be checked against this run; re-run (delete the checkpoint or pass overwrite=true)")
         if _compared(state["key"]) != _compared(self.key):
             diffs = key_differences(_compared(state["key"]), _compared(self.key))
             raise ValueError(

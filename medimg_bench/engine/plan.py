@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from medimg_bench._hashing import stable_repr
 from medimg_bench.datasets.base import dataset_identity
 from medimg_bench.engine.loader import sample_ids
 from medimg_bench.engine.options import EvalOptions
@@ -47,33 +45,26 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
             "note": "the model has no fingerprint(): only its name and class are checked on resume"}
 
 
-def _key_options(obj: Any, public: Mapping[str, Any]) -> Mapping[str, Any]:
-    # an object whose options name files says what to key on instead (paths out: their content
-    # is in the key's ``files``, so the same file elsewhere resumes)
-    hook = getattr(obj, "key_settings", None)
-    return hook() if callable(hook) else public
+def object_settings(obj: Any) -> dict[str, Any]:
+    """A task's (or any component's) class and declared, non-neutral parameters
+    (:func:`medimg_bench.identity.param_identity`; declared files by content, in ``files``)."""
+    from medimg_bench.identity import component_identity
+
+    return component_identity(obj, files=False)
 
 
-def object_settings(obj: Any) -> str:
-    """An object's class and public options (not its states), as a string."""
-    opts = _key_options(obj, {k: v for k, v in vars(obj).items() if not k.startswith("_")})
-    return f"{type(obj).__name__}{sorted((k, stable_repr(v)) for k, v in opts.items())}"
-
-
-def metric_settings(metric: Metric) -> str:
-    """A metric's class and options (not its states): a checkpoint made with other settings
-    must not be resumed."""
-    opts = _key_options(metric, {k: v for k, v in vars(metric).items()
-                                 if k not in metric.state_reductions and not k.startswith("_")})
-    return f"{type(metric).__name__}{sorted((k, stable_repr(v)) for k, v in opts.items())}"
+def metric_settings(metric: Metric) -> dict[str, Any]:
+    """A metric's class and declared parameters (not its states): a checkpoint made with other
+    settings must not be resumed."""
+    return object_settings(metric)
 
 
 def key_files(obj: Any) -> dict[str, str]:
     """``{option: local path}`` of the files and folders whose content decides ``obj``'s numbers
     (its ``key_files()``; none without one)."""
-    hook = getattr(obj, "key_files", None)
-    files = hook() if callable(hook) else {}
-    return {str(k): os.fspath(v) for k, v in files.items() if v is not None}
+    from medimg_bench.identity import declared_files
+
+    return declared_files(obj)
 
 
 def files_identity(task: Any, metrics: Mapping[str, Metric]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -155,7 +146,10 @@ class RunIdentity:
         """The key every checkpoint part carries: a part of another run is refused by field.
         Options naming files enter by content (``files``); their paths (``file_paths``) are
         shown in a refusal, never compared."""
+        from medimg_bench.identity import IDENTITY_VERSION
+
         key = {
+            "identity": IDENTITY_VERSION,  # the rule the parts below were derived by
             "dataset": self.data,
             "task": object_settings(self.task),
             "model": model_fingerprint(self.model),

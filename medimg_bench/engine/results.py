@@ -352,8 +352,12 @@ class Results:
 
     def exceeds_failure_rate(self, rate: float = 1.0) -> bool:
         """True when no sample was scored, or when more than ``rate`` (a fraction, 0-1) of the
-        samples failed. ``rate=1.0``: only a run that scored nothing."""
+        samples failed. ``rate=1.0``: only a run that scored nothing. An empty shard of a sharded
+        run (``shard=i/n`` that the ids' hash gave no sample) has failed nothing: the merge judges
+        the whole."""
         n, failed = int(self.summary.get("n_samples", 0)), int(self.summary.get("n_failed", 0))
+        if n == 0 and (self.manifest or {}).get("shard"):
+            return False
         return n - failed <= 0 or failed > rate * n
 
     def failure_report(self, rate: float = 1.0, *, n_errors: int = 3) -> str | None:

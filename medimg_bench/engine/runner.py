@@ -187,8 +187,7 @@ class _Run:
 def run_evaluation(model: Any, dataset: Any, task: Task, metrics: dict[str, Metric], options: EvalOptions) -> Results:
     """:func:`evaluate` with its options in one object: the phases of the module docstring."""
     device = resolve_device(options.device)
-    if hasattr(task, "bind_dataset"):  # single- vs multi-label from the dataset unless set
-        task.bind_dataset(dataset)
+    task.bind_dataset(dataset)  # single- vs multi-label from the dataset unless set
     _check_model_agrees(model, task, dataset)
     model.to(device)
     model.eval()
@@ -236,7 +235,7 @@ def _loop_parts(run: _Run) -> tuple[BatchSteps, Any]:
 def _check_model_agrees(model: Any, task: Task, dataset: Any) -> None:
     """A classifier whose scores are multi-label (sigmoid) on single-label data, or the reverse,
     fails every sample at scoring: say so once, naming both, before anything runs."""
-    want, has = getattr(task, "multilabel", None), getattr(model, "multilabel", None)
+    want, has = task.multilabel, getattr(model, "multilabel", None)
     if not isinstance(want, bool) or not isinstance(has, bool) or want == has:
         return
     if getattr(dataset, "multilabel", None) is None:

@@ -88,6 +88,22 @@ class ModelAdapter:
 
     task: str = ""
 
+    #: parameters in the identity another way: the network (architecture and weights' SHA-256)
+    #: and where the weights come from (the same weights trained here, read from a .pt or a
+    #: .safetensors file or downloaded give the same identity, so a trained run resumes)
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "module": "its architecture (`config`) and the SHA-256 of its weights are in the identity",
+        "name": "a label for results: decides no prediction",
+        **{k: "where the weights come from: their SHA-256 is in the identity"
+           for k in ("checkpoint", "pretrained", "revision", "offline")},
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        from medimg_bench.identity import declaring
+
+        declaring(cls)  # every adapter records its declared parameters: they are its identity
+
     def __init__(self, module: torch.nn.Module, *, name: str = "") -> None:
         self.module = module
         self.name = name or type(module).__name__
@@ -100,12 +116,17 @@ class ModelAdapter:
         return {}
 
     def fingerprint(self) -> dict[str, Any]:
-        """What produced the predictions: adapter class, name, architecture config, options that
-        change predictions and the SHA-256 of the weights (:func:`state_dict_sha256`). A resumed
-        run must match it field by field."""
+        """What produced the predictions: adapter class, name, the declared parameters it was
+        built with (:func:`medimg_bench.identity.param_identity`: the registered factory's, or
+        the constructor's, neutral ones left out), architecture config, options that change
+        predictions and the SHA-256 of the weights (:func:`state_dict_sha256`). A resumed run
+        must match it field by field."""
+        from medimg_bench.identity import param_identity
+
         return {
             "adapter": type(self).__name__,
             "name": self.name,
+            "params": param_identity(self),
             "config": {k: _plain(v) for k, v in sorted(self.config.items())},
             "options": {k: _plain(v) for k, v in sorted(self.prediction_options().items())},
             "weights_sha256": state_dict_sha256(self.module),

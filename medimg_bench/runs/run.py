@@ -137,9 +137,8 @@ def _options_from_dataset(c: Mapping[str, Any], task: Any, dataset: Any) -> None
     """Task options the dataset determines (single- vs multi-label) taken from it unless the
     user set them (a contradiction is an error naming both); the resolved value is written into
     the config the run directory keeps, and into the model's options left unset."""
-    if hasattr(task, "bind_dataset"):
-        task.bind_dataset(dataset)
-    if hasattr(task, "multilabel") and "multilabel" in (c["task"].get("options") or {}):
+    task.bind_dataset(dataset)
+    if task.multilabel is not None and "multilabel" in (c["task"].get("options") or {}):
         c["task"]["options"]["multilabel"] = bool(task.multilabel)
         mopts = c["model"].get("options")
         if isinstance(mopts, dict) and "multilabel" in mopts and mopts["multilabel"] is None:

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medimg_bench._fs import atomic_write
+
 __all__ = ["job_record", "read_jobs", "JOBS_FILE", "SubmititSweepMixin"]
 
 JOBS_FILE = "jobs.json"
@@ -72,9 +74,8 @@ def read_jobs(sweep_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _write_jobs(sweep_dir: Path, entries: list[dict[str, Any]]) -> None:
-    tmp = sweep_dir / f".{JOBS_FILE}.tmp"
-    tmp.write_text(json.dumps({"jobs": entries}, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, sweep_dir / JOBS_FILE)
+    with atomic_write(sweep_dir / JOBS_FILE, mode="w", fsync=False) as f:
+        f.write(json.dumps({"jobs": entries}, indent=1, default=str))
 
 
 def _squeue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
@@ -178,10 +179,13 @@ class SubmititSweepMixin:
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
         from hydra.core.utils import filter_overrides
 
+        from medimg_bench._secrets import redact_secrets
+
         executor, sweep_dir = _executor(self)
         params = _job_params(job_overrides, initial_job_idx)
         jobs = executor.map_array(self, *zip(*params))
-        entries = [{"num": idx, "overrides": filter_overrides(list(ov)), "job_id": job.job_id,
+        entries = [{"num": idx, "overrides": [str(o) for o in redact_secrets(filter_overrides(list(ov)))],
+                    "job_id": job.job_id,
                     "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr), "state": "SUBMITTED"}
                    for (ov, _, idx, _, _), job in zip(params, jobs)]
         _write_jobs(sweep_dir, entries)
@@ -204,10 +208,12 @@ def _job_params(job_overrides: Sequence[Sequence[str]], initial_job_idx: int) ->
     from hydra.core.singleton import Singleton
     from hydra.core.utils import filter_overrides
 
+    from medimg_bench._secrets import redact_secrets
+
     log = logging.getLogger(__name__)
     params = []
     for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-        log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+        log.info(f"\t#{idx} : {' '.join(str(o) for o in redact_secrets(filter_overrides(overrides)))}")
         params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
     return params
 
@@ -246,10 +252,12 @@ def _returns(results: list[Any], failed: list[tuple[dict, str]], params: list[tu
         lines.append(f"  #{entry['num']} {' '.join(entry['overrides'])}: job {entry['job_id']} {entry['state']}: "
                      f"{_last_line(error)}\n      log: {entry['stderr']}")
     exc = CompactHydraException("\n".join(lines))
+    from medimg_bench._secrets import redact_secrets
+
     out = []
-    for (overrides, *_), result in zip(params, results):
-        out.append(result if result is not None else JobReturn(overrides=overrides, status=JobStatus.FAILED,
-                                                                _return_value=exc))
+    for (overrides, *_), result in zip(params, results):  # Hydra prints a failed job's overrides
+        out.append(result if result is not None else JobReturn(
+            overrides=[str(o) for o in redact_secrets(list(overrides))], status=JobStatus.FAILED, _return_value=exc))
     return out
 
 

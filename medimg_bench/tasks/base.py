@@ -37,6 +37,8 @@ class Task:
     #: concatenated (the engine may then defer scoring, ``engine/loop.py``); None: only when the
     #: scoring methods are the classification task's own
     rowwise: bool | None = None
+    #: single- (False) or multi-label (True) classification; None: a task without that choice
+    multilabel: bool | None = None
 
     def loss(self, logits: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError(f"task {self.name!r} has no training loss")
@@ -97,6 +99,10 @@ class Task:
         """Task-level files of a finished run beside ``summary.json`` (called by
         ``Results.save``); returns the files written."""
         return []
+
+    def bind_dataset(self, dataset: Any) -> None:
+        """Take what the dataset decides (the classification task: single- vs multi-label)
+        before the run; nothing by default."""
 
     def manifest_notes(self) -> dict[str, Any]:
         """Task-level facts ``manifest.json`` pins (e.g. a judge's identity); none by default."""

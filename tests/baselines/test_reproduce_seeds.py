@@ -140,6 +140,36 @@ def test_a_finished_seed_is_reused_not_retrained(seeded, npz_root, capsys):
         reproduce(other, run_dir=run, seeds=[0])
 
 
+def test_a_finished_seed_of_other_data_is_refused_and_no_manifest_is_rewritten(seeded, npz_root, tmp_path):
+    """Issue 35: a seed run trained on other data was reused (``dataset.root`` is neutral in the
+    config) and its manifest rewritten with the new data's MD5. Now the dataset's identity must
+    match, and the run directory's manifest is left as the run wrote it."""
+    import shutil
+
+    out, run = seeded
+    card = _card(npz_root, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC: a test card")
+    manifest = run / "seed=0" / "manifest.json"
+    before = manifest.read_bytes()
+    reproduce(card, run_dir=run, seeds=[0])  # the same data: reused
+    assert manifest.read_bytes() == before  # never rewritten
+    # a byte-identical copy elsewhere is the same data: reused
+    moved = tmp_path / "moved"
+    shutil.copytree(npz_root, moved)
+    reproduce(_card(moved, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC: a test card"),
+              run_dir=run, seeds=[0])
+    # other data under another root: refused, naming the data
+    other = tmp_path / "other"
+    other.mkdir()
+    with np.load(npz_root / "breastmnist.npz") as z:
+        arrs = {k: z[k].copy() for k in z.files}
+    arrs["test_labels"] = 1 - arrs["test_labels"]
+    np.savez(other / "breastmnist.npz", **arrs)
+    with pytest.raises(CardError, match="finished run of other data.*content_sha256"):
+        reproduce(_card(other, 0.5, rule="abs_tol", tolerance=0.5, tolerance_reason="any AUROC: a test card"),
+                  run_dir=run, seeds=[0])
+    assert manifest.read_bytes() == before
+
+
 def test_a_seed_killed_mid_training_trains_on_from_its_state(seeded, npz_root, tmp_path, monkeypatch, capsys):
     """A seed killed after a training state (``seed=<s>/train/``) goes on from it, to the run an
     uninterrupted seed gives."""

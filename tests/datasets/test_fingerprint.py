@@ -68,7 +68,7 @@ def test_every_option_is_in_the_fingerprint(tmp_path):
     root = _csv_root(tmp_path / "ds")
     base = create_dataset("csv", root=root)
     ident = base.identity()
-    assert ident["options"]["factory"]["name"] == "csv"
+    assert ident["options"]["factory"]["name"] == "medimg_bench.datasets.cxr.image_csv.csv_dataset"
     assert ident["options"]["factory"]["options"]["normalize"] == "auto"  # defaults included
     assert "root" not in ident["options"]["factory"]["options"]  # where, not what
     for opts in ({"normalize": "none"}, {"channels": 3}, {"normalize": "minmax"}):

@@ -100,7 +100,7 @@ def test_checkpoint_of_another_run_is_refused(cxr, tmp_path):
     ckpt = tmp_path / "checkpoint"
     with pytest.raises(KeyboardInterrupt):
         _run(CountingModel(crash_at_call=2), cxr, ckpt)
-    with pytest.raises(ValueError, match="belongs to another run.*metrics.ece: saved"):
+    with pytest.raises(ValueError, match="belongs to another run.*metrics.ece.class: saved"):
         evaluate(CountingModel(), cxr, task="classification", metrics={"auroc": {}}, progress=False,
                  checkpoint=ckpt, n_resamples=5)
     with pytest.raises(ValueError, match="amp: saved False, now True"):

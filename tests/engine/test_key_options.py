@@ -1,37 +1,18 @@
-"""Every option a registered metric or task is built with is in a run's checkpoint key, or the
-table below says why it decides no number: a run resumed with another option must be refused,
-never mixed (radgraph_f1's ``model`` and RaTEScore's ``ner`` once were not)."""
+"""Every option a registered metric or task is built with is in a run's checkpoint key, or is
+declared neutral with its reason: a run resumed with another option must be refused, never mixed
+(radgraph_f1's ``model`` and RaTEScore's ``ner`` once were not)."""
 
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
 from medimg_bench._hashing import callable_identity
 from medimg_bench.engine.plan import key_files, metric_settings
+from medimg_bench.identity import neutral_params
 from medimg_bench.registry import METRICS, TASKS
-
-#: (registry entry, option) → why the option is not in the key under its own name
-NOT_KEYED_BY_NAME = {
-    ("phase_frames", "fps"): "keyed as `window` (frames), derived from fps and relaxed_seconds",
-    ("phase_frames", "relaxed_seconds"): "keyed as `window` (frames)",
-    ("segmentation", "metrics"): "keyed as `metric_names`",
-    ("sod_toolbox", "measures"): "keyed as `metric_names`",
-    ("sod_toolbox", "num_classes"): "checked (one foreground class), not used",
-    ("sod_toolbox", "include_background"): "checked, not used",
-    ("sod_toolbox_max", "num_classes"): "checked (one foreground class), not used",
-    ("sod_toolbox_max", "include_background"): "checked, not used",
-    ("verse_id_rate", "num_classes"): "accepted for metric groups, not used (labels are vertebra ids)",
-    ("verse_id_rate", "include_background"): "accepted for metric groups, not used",
-    ("verse_localisation_distance", "num_classes"): "accepted for metric groups, not used",
-    ("verse_localisation_distance", "include_background"): "accepted for metric groups, not used",
-    ("phase_recognition", "multilabel"): "checked (must be false), not used",
-    ("segmentation:task", "keep_worst"): "how many worst cases the report shows: no number",
-    ("vqa:task", "scoring"): "keyed as the scoring profile it builds (`profile`, `rules`)",
-    ("cxreasonbench_reasoning:task", "scoring"): "only its `judge` is read: keyed as `judge`",
-    ("cxreasonbench_reasoning:task", "judge_prompt_dir"): "keyed as `rubrics` (the prompts' text)",
-}
 
 
 class _Judge:
@@ -53,18 +34,6 @@ def _build(registry, name: str):
     pytest.skip(f"{name}: no default construction")
 
 
-def _keyed_names(obj) -> set[str]:
-    hook = getattr(obj, "key_settings", None)
-    states = getattr(obj, "state_reductions", {})
-    options = hook() if callable(hook) else {k: v for k, v in vars(obj).items()
-                                              if not k.startswith("_") and k not in states}
-    names = set(options) | set(key_files(obj))
-    for value in options.values():  # options kept together (``self.options``)
-        if isinstance(value, dict):
-            names |= set(map(str, value))
-    return names
-
-
 def _entries():
     yield from ((METRICS, name, name) for name in sorted(METRICS.list()))
     yield from ((TASKS, name, f"{name}:task" if name in METRICS.list() else name) for name in sorted(TASKS.list()))
@@ -72,12 +41,17 @@ def _entries():
 
 @pytest.mark.parametrize(("registry", "name", "label"), list(_entries()), ids=lambda v: v if isinstance(v, str) else "")
 def test_every_constructor_option_is_in_the_key(registry, name, label):
+    """Every parameter of the constructor is in the checkpoint key (by value, or a declared file
+    by content) or declared neutral with its reason (``medimg_bench/identity.py``)."""
     obj = _build(registry, name)
     params = [p.name for p in inspect.signature(type(obj).__init__).parameters.values()
-              if p.name not in ("self", "class_names") and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    keyed = _keyed_names(obj)
-    missing = [p for p in params if p not in keyed and (label, p) not in NOT_KEYED_BY_NAME]
+              if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    keyed = set(metric_settings(obj)["params"]) | set(neutral_params(obj))
+    missing = [p for p in params if p not in keyed]
     assert not missing, f"{label}: options not in the checkpoint key: {missing}"
+    for option in key_files(obj):  # a declared file by content, never by its path
+        head = option.replace("/", ".").split(".")[0]
+        assert "<content: files>" in json.dumps(metric_settings(obj)["params"].get(head)), (label, option)
 
 
 def _differs(name: str, base: dict, **changed) -> bool:
@@ -104,7 +78,7 @@ def test_models_and_callables_that_score_text_are_in_the_key():
     assert metric_settings(METRICS.create("green", generate=a)) != metric_settings(METRICS.create("green", generate=b))
     # stable: the same options give the same key in every process (no memory addresses)
     assert metric_settings(METRICS.create("ratescore", ner=_upper)) == metric_settings(METRICS.create("ratescore", ner=_upper))
-    assert " at 0x" not in metric_settings(METRICS.create("radgraph_f1", annotator=lambda t: t))
+    assert " at 0x" not in json.dumps(metric_settings(METRICS.create("radgraph_f1", annotator=lambda t: t)))
 
 
 def test_the_key_of_a_loaded_model_is_what_was_given():

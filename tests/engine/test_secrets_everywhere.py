@@ -71,4 +71,4 @@ def test_a_credential_in_each_place_is_written_nowhere(tmp_path, chat_server):
     assert options["extra_body"] == {"api_key": "***", "access_token": "***", "top_k": 1}
     assert manifest["config"]["api_key"] == "***" and manifest["config"]["notes"] == "***"
     row = json.loads((tmp_path / "export.jsonl").read_text().splitlines()[0])
-    assert json.loads(row["fingerprint"]["extra_body"]) == {"access_token": "***", "api_key": "***", "top_k": 1}
+    assert row["fingerprint"]["extra_body"] == {"access_token": "***", "api_key": "***", "top_k": 1}

@@ -5,8 +5,8 @@ A cluster answers (``sinfo``) → its jobs are used when it is the local one-nod
 before ``make test``), or any cluster when ``MEDIMG_SLURM_TESTS=1`` (tiny CPU jobs, in its
 default partition unless ``MEDIMG_SLURM_PARTITION`` names one). No cluster answers → when
 running as root with Slurm and munge installed, this fixture starts the local one itself (and
-stops it at the end), so ``make test`` alone covers it on a developer's machine; otherwise the
-tests skip, saying how to start one."""
+stops it at the end), so ``make test`` alone covers it on a developer's machine
+(``MEDIMG_SLURM_START=0``: never); otherwise the tests skip, saying how to start one."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def _cluster_name() -> str:
 
 
 def _can_start() -> bool:
+    if os.environ.get("MEDIMG_SLURM_START") == "0":  # never start daemons from pytest
+        return False
     return (SCRIPT.exists() and hasattr(os, "geteuid") and os.geteuid() == 0
             and all(shutil.which(b) for b in ("slurmctld", "slurmd", "munged", "sbatch")))
 

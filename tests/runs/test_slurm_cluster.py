@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 
 TINY = ["device=cpu", "dataset.options.n=12", "dataset.options.size=16", "bootstrap.n_resamples=10", "progress=false",
         "batch_size=8"]
+SECRET = "sk-slurm-test-5f3a9"  # an override that must be written in no text file (jobs.json, logs, tables)
 
 
 def _slurm(*extra: str) -> list[str]:
@@ -79,11 +80,12 @@ def _comparable(table: pd.DataFrame, root: Path) -> pd.DataFrame:
 
 def test_sweep_on_slurm_equals_the_local_sweep_and_a_failing_point_is_reported(tmp_path, slurm_cluster):
     models = ["resnet10t", "resnet18", "resnet14t"]
-    local = _cli(tmp_path, "run", "-m", f"output_dir={tmp_path}/out", *TINY,
+    local = _cli(tmp_path, "run", "-m", f"output_dir={tmp_path}/out", *TINY, f"+api_key={SECRET}",
                  "model.options.model_name=" + ",".join(models), background=True)
     out = _cli(tmp_path, "run", "-m", *_slurm("hydra.launcher.array_parallelism=2",
                                               "+hydra.launcher.additional_parameters.comment=medimg-bench-test"),
-               f"output_dir={tmp_path}/out", *TINY, "model.options.model_name=" + ",".join([*models, "not_a_model"]))
+               f"output_dir={tmp_path}/out", *TINY, f"+api_key={SECRET}",
+               "model.options.model_name=" + ",".join([*models, "not_a_model"]))
     rc, _, err = _finish(local)
     assert rc == 0, err[-3000:]
     # one failing point: the launcher waited for every job, then named it with its job id and log
@@ -117,7 +119,7 @@ def test_sweep_on_slurm_equals_the_local_sweep_and_a_failing_point_is_reported(t
         assert res.returncode == 0, res.stderr
     lt, st = (pd.read_parquet(d / "sweep.parquet") for d in (local_dir, slurm_dir))
     ok = st[st["status"] == "ok"]
-    assert len(ok) == 3 and "status" not in lt.columns
+    assert len(ok) == 3 and list(lt["status"]) == ["ok"] * 3 and "job_id" not in lt.columns
     pd.testing.assert_frame_equal(_comparable(lt, tmp_path), _comparable(ok, tmp_path), check_exact=True)
     for (_, lr), (_, sr) in zip(lt.sort_values("job").iterrows(), ok.sort_values("job").iterrows()):
         lc, sc = json.loads(lr["config"]), json.loads(sr["config"])
@@ -129,6 +131,11 @@ def test_sweep_on_slurm_equals_the_local_sweep_and_a_failing_point_is_reported(t
     md = (slurm_dir / "sweep.md").read_text()
     assert jobs[3]["job_id"] in md and "Unknown model" in md
     assert "1 of 4 jobs did not finish" in res.stdout
+    texts = [p for p in slurm_dir.rglob("*") if p.is_file() and p.suffix in (".json", ".md", ".yaml", ".out", ".err")]
+    assert any(p.name == "jobs.json" for p in texts) and any(p.suffix == ".err" for p in texts)
+    for p in texts:
+        assert SECRET not in p.read_text(errors="replace"), p
+    assert SECRET not in out.stderr + out.stdout
 
 
 def test_sharded_evaluation_as_a_job_array_merges_to_one_run(tmp_path, slurm_cluster):
@@ -157,6 +164,7 @@ def test_cancelled_job_resumed_and_requeued_job_resume_to_the_uninterrupted_resu
     from tests.models.vlm._helpers import start_chat_server
 
     server, port = start_chat_server("--latency", "0.2")  # 0.2 s an answer: a job runs ~7 s
+    launcher = local = again = None
     try:
         common = ["device=cpu", "task=vqa", "dataset=synthetic_vqa", "dataset.options.n=32", "dataset.options.size=16",
                   "model=openai_vlm", "model.options.model=loopback", "model.options.api_key_env=none",
@@ -165,22 +173,26 @@ def test_cancelled_job_resumed_and_requeued_job_resume_to_the_uninterrupted_resu
                   "checkpoint_every=1", "checkpoint_interval_s=0", "bootstrap.n_resamples=10", "progress=false"]
         launcher = _cli(tmp_path, "run", "-m", *_slurm(), f"output_dir={tmp_path}/out", *common, "seed=0,1",
                         background=True)
-        _interrupt(tmp_path / "out", launcher)
+        sweep_dir = _interrupt(tmp_path / "out", launcher)
         local = _cli(tmp_path, "run", "-m", f"output_dir={tmp_path}/local", *common, "seed=0,1", background=True)
+        cancelled, requeued = sweep_dir / "0", sweep_dir / "1"
+        first = _jobs(sweep_dir)
+        _wait_for_state(first[0]["job_id"], "CANCELLED")
+        assert _parts(cancelled) >= 1 and not (cancelled / "summary.json").exists()
+        # the cancelled job is resumed through Slurm, with its own overrides (while the requeued
+        # one waits for its restart)
+        again = _cli(tmp_path, "run", "-m", *_slurm(), f"output_dir={tmp_path}/again", f"resume={cancelled}",
+                     background=True)
         rc, _, err = _finish(launcher)
         assert rc == 1 and "1 of 2 jobs failed" in err and "CANCELLED" in err, err[-3000:]
-        sweep_dir = next((tmp_path / "out").rglob("jobs.json")).parent
         jobs = _jobs(sweep_dir)
         assert [j["state"] for j in jobs] == ["CANCELLED", "COMPLETED"]
-        cancelled, requeued = sweep_dir / "0", sweep_dir / "1"
-        assert _parts(cancelled) >= 1 and not (cancelled / "summary.json").exists()
         # the requeued job continued its checkpoint by itself: one job id, restarted once, two segments
         m = json.loads((requeued / "manifest.json").read_text())
         assert m["job"]["job_id"] == jobs[1]["job_id"] and m["job"]["restart_count"] == 1
         assert len(m["segments"]) == 2
-        # the cancelled one is resumed through Slurm, with its own overrides
-        res = _cli(tmp_path, "run", "-m", *_slurm(), f"output_dir={tmp_path}/again", f"resume={cancelled}")
-        assert res.returncode == 0, res.stderr[-3000:]
+        rc, _, err = _finish(again)
+        assert rc == 0, err[-3000:]
         m = json.loads((cancelled / "manifest.json").read_text())
         assert len(m["segments"]) == 2 and m["job"]["job_id"] != jobs[0]["job_id"]
         rc, _, err = _finish(local)
@@ -197,13 +209,27 @@ def test_cancelled_job_resumed_and_requeued_job_resume_to_the_uninterrupted_resu
         st = pd.read_parquet(sweep_dir / "sweep.parquet").sort_values("job")
         assert list(st["status"]) == ["ok", "ok"] and list(st["seed"]) == [0, 1]
     finally:
-        server.kill()
-        server.wait()
+        for proc in (launcher, local, again, server):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
-def _interrupt(out_root: Path, launcher: subprocess.Popen) -> None:
+def _wait_for_state(job_id: str, state: str) -> None:
+    deadline = time.time() + 300
+    while True:
+        out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True,
+                             text=True, timeout=60).stdout.split()
+        if out == [state]:
+            return
+        assert time.time() < deadline, (job_id, out)
+        time.sleep(0.5)
+
+
+def _interrupt(out_root: Path, launcher: subprocess.Popen) -> Path:
     """Once each job of the sweep has saved a checkpoint part: ``scancel`` job 0 and
-    ``scontrol requeue`` job 1 (each as soon as its own first part is there)."""
+    ``scontrol requeue`` job 1 (each as soon as its own first part is there); returns the
+    sweep directory."""
     deadline = time.time() + 600
     done: set[int] = set()
     while len(done) < 2:
@@ -218,3 +244,4 @@ def _interrupt(out_root: Path, launcher: subprocess.Popen) -> None:
                     done.add(i)
         time.sleep(0.1)
     assert re.fullmatch(r"\d+_0", jobs[0]["job_id"])
+    return found[0].parent

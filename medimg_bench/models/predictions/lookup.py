@@ -20,6 +20,17 @@ class Lookup:
     #: from a config, built inside :func:`medimg_bench.datasets.base.without_pixels`
     needs_pixels = False
 
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        k: "where the predictions lie: the content of every file read is in the identity"
+        for k in ("root", "source", "path")
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        from medimg_bench.identity import declaring
+
+        declaring(cls)  # every reader records its declared parameters: they are its identity
+
     def __init__(self, source: Path) -> None:
         self.source = source
         self.device = torch.device("cpu")
@@ -39,8 +50,13 @@ class Lookup:
         return iter(())
 
     def fingerprint(self) -> dict[str, Any]:
-        """The predictions file(s): name and SHA-256 of each (a changed byte is another model)."""
-        return {"kind": type(self).__name__, "source": str(self.source), "files": file_digests(self.source)}
+        """The reader, its declared parameters (:func:`medimg_bench.identity.param_identity`:
+        ``threshold``, ``resize``, ``scores`` … — those ``model=predictions`` was given, or the
+        reader's own) and the name and SHA-256 of every predictions file (a changed byte is
+        another model; the same files in another folder are the same)."""
+        from medimg_bench.identity import param_identity
+
+        return {"kind": type(self).__name__, "params": param_identity(self), "files": file_digests(self.source)}
 
     def _missing(self, sid: str) -> KeyError:
         return KeyError(f"no prediction for sample {sid!r} in {str(self.source)!r}")

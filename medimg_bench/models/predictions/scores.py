@@ -161,11 +161,6 @@ class ScoresFromFile(Lookup):
             check_probabilities(values, cols, self.ids, self.source, multilabel=self.multilabel, lines=self.lines)
         self.scores = dict(zip(self.ids, values))
 
-    def fingerprint(self) -> dict[str, Any]:
-        """The files' fingerprint plus what changes the numbers: how the scores are read."""
-        return {**super().fingerprint(), "scores": self.kind, "multilabel": self.multilabel,
-                "columns": self.given}
-
     def _known_ids(self) -> set[str]:
         return set(self.ids)
 

@@ -40,12 +40,32 @@ class GenerativeAdapter:
     """Base class of vision-language adapters.
 
     Subclasses implement :meth:`_generate` (a list of requests → responses, same order) and
-    :meth:`identity` (what makes two adapters give the same answers: backend, model path or name,
-    revision, dtype). ``generate`` adds the response cache when one is attached.
+    may add to :meth:`content_identity` (what the declared parameters resolved to: the model
+    files' digest, a hub commit). :meth:`identity` — what makes two adapters give the same
+    answers — is derived, never written by hand: every declared constructor parameter
+    (:mod:`medimg_bench.identity`) except those in ``NEUTRAL_PARAMS``, each with its reason.
+    ``generate`` adds the response cache when one is attached.
     """
 
     task = "generation"
     backend = "base"
+
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "name": "a label for results: decides no answer",
+        "settings": "default generation settings: in the run key (`settings`); every request carries its own",
+        **{k: "a default generation setting: every request carries its own settings, which are in the "
+              "response-cache key and the run key (`settings`)"
+           for k in ("max_new_tokens", "temperature", "top_p", "seed")},
+        **{k: "where answers are stored, not what they are" for k in ("cache", "cache_path")},
+        "cache_nondeterministic": "whether sampled answers are served again: the request's settings "
+                                  "(temperature, seed) are in the cache key",
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        from medimg_bench.identity import declaring
+
+        declaring(cls)  # every adapter records its declared parameters: they are its identity
 
     def __init__(self, *, name: str = "", settings: GenerationSettings | None = None) -> None:
         self.name = name or self.backend
@@ -64,8 +84,18 @@ class GenerativeAdapter:
     def train(self, mode: bool = True) -> GenerativeAdapter:
         return self
 
-    def identity(self) -> dict[str, Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def identity(self) -> dict[str, Any]:
+        """The declared, non-neutral parameters (:func:`medimg_bench.identity.param_identity`,
+        secrets redacted) plus :meth:`content_identity`."""
+        from medimg_bench._secrets import redact_secrets
+        from medimg_bench.identity import param_identity
+
+        return {**redact_secrets(param_identity(self)), **self.content_identity()}
+
+    def content_identity(self) -> dict[str, Any]:
+        """What the declared parameters resolved to that they do not say themselves (the model
+        files' content, a hub commit, the dtype ``auto`` became); none by default."""
+        return {}
 
     #: served adapters set this: a cached answer is served only when the server that made it
     #: reported the identity the server reports now (see ``cache.py``)

@@ -9,8 +9,6 @@ summed over the option's tokens) of each option's text following the prompt.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -132,6 +130,14 @@ class HFVLMAdapter(GenerativeAdapter):
 
     backend = "hf"
 
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "path": "where the model lies: the content of its files (`files`) and the hub commit are in the identity",
+        "device_map": "where the layers are placed, not what they compute",
+        "batch_size": "how many requests are generated together; each answer is its own request's",
+        **{k: "whether the network may be used: the files read are in the identity"
+           for k in ("local_files_only", "offline")},
+    }
+
     def __init__(
         self,
         *,
@@ -232,15 +238,12 @@ class HFVLMAdapter(GenerativeAdapter):
         self.device = str(getattr(self.model, "device", device))
         return self
 
-    def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"model": self.path, "revision": self.revision, "dtype": self.dtype,
-                                 "files": self._signature}
+    def content_identity(self) -> dict[str, Any]:
+        """The model files' digest (:func:`files_signature`), the hub commit a hub id resolved to
+        and the dtype ``dtype`` resolved to."""
+        ident: dict[str, Any] = {"files": self._signature, "torch_dtype": self.dtype}
         if self.hub_snapshot is not None:
             ident["commit"] = self.hub_snapshot.commit
-        if self.processor_kwargs:
-            ident["processor_kwargs"] = json.dumps(self.processor_kwargs, sort_keys=True, default=str)
-        if self.chat_template is not None:
-            ident["chat_template"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
         return ident
 
     # -- generation -------------------------------------------------------------------------------

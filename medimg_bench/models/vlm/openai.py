@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from medimg_bench._secrets import redact_secrets, redact_text, redact_url
+from medimg_bench._secrets import redact_text, redact_url
 from medimg_bench.models.vlm.base import (
     IMAGE_TOKEN,
     GenerationRequest,
@@ -254,6 +254,15 @@ class OpenAIVLMAdapter(GenerativeAdapter):
 
     backend = "openai"
 
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "api_key_env": "which variable holds the key: decides no answer",
+        **{k: "how requests are sent (concurrency, retries, time limits, proxies): an answer is the "
+              "server's whatever the schedule" for k in ("max_concurrency", "max_retries", "timeout",
+                                                         "backoff_base", "backoff_max", "trust_env")},
+        "max_response_bytes": "a larger response fails its sample; it never changes an answer",
+        "verify_server": "whether the server is asked what it serves: its report (`server`) is compared on its own",
+    }
+
     def __init__(
         self,
         *,
@@ -337,12 +346,11 @@ class OpenAIVLMAdapter(GenerativeAdapter):
         return self.verify_server
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"model": self.model, "base_url": self.base_url, "image_format": "png"}
-        if self.extra_body:  # secret-named keys (api_key, access_token...) as ***
-            ident["extra_body"] = json.dumps(redact_secrets(self.extra_body), sort_keys=True, default=str)
-        if self.max_tokens_field != "max_tokens":
-            ident["max_tokens_field"] = self.max_tokens_field
-        return ident
+        """The declared parameters (``base_url`` without user info, secret-named ``extra_body``
+        keys as ``***``) and how images are sent."""
+        ident = super().identity()
+        ident["base_url"] = self.base_url  # user info taken out
+        return {**ident, "image_format": "png"}
 
     def server_identity(self) -> dict[str, Any] | None:
         """The server's ``/v1/models`` entry for this model (fetched once), or ``None`` with

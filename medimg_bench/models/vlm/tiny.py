@@ -136,6 +136,11 @@ def tiny_vlm_dir(*, seed: int = 0, root: str | os.PathLike[str] | None = None) -
 class TinyVLM(HFVLMAdapter):
     """The tiny random LLaVA (built offline on first use) through the ``hf_vlm`` backend."""
 
+    NEUTRAL_PARAMS = {  # noqa: RUF012 - read only
+        "seed": None,  # picks the tiny model's weights: not the generation seed hf_vlm leaves neutral
+        "root": "where the tiny model is written: the content of its files is in the identity",
+    }
+
     def __init__(self, *, seed: int = 0, root: str | None = None, batch_size: int = 8,
                  max_new_tokens: int = 16, name: str = "tiny_vlm", **options: Any) -> None:
         options.pop("path", None)

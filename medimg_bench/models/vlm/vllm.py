@@ -40,6 +40,11 @@ class VLLMAdapter(GenerativeAdapter):
 
     backend = "vllm"
 
+    NEUTRAL_PARAMS: dict[str, str] = {  # noqa: RUF012 - read only
+        "path": "where the model lies: the content of its files (`files`) is in the identity",
+        "gpu_memory_utilization": "how much GPU memory the engine reserves, not what it computes",
+    }
+
     def __init__(
         self,
         *,
@@ -102,9 +107,9 @@ class VLLMAdapter(GenerativeAdapter):
     def to(self, device: Any) -> VLLMAdapter:  # vLLM places the model itself
         return self
 
-    def identity(self) -> dict[str, Any]:
-        return {"model": self.path, "revision": self.revision, "dtype": self.dtype,
-                "files": self._signature, "vllm": getattr(self._vllm, "__version__", "?")}
+    def content_identity(self) -> dict[str, Any]:
+        """The model files' digest and the vLLM version that runs them."""
+        return {"files": self._signature, "vllm": getattr(self._vllm, "__version__", "?")}
 
     def _sampling(self, s: GenerationSettings) -> Any:
         return self._vllm.SamplingParams(max_tokens=s.max_new_tokens, temperature=s.temperature,

@@ -136,7 +136,7 @@ def test_credentials_in_the_url_and_extra_body_stay_in_the_request(server, tmp_p
         assert secret not in caplog.text
     for f in tmp_path.glob("r.sqlite*"):  # the database and its WAL
         assert b"pw-0123456789" not in f.read_bytes() and b"xb-secret-42" not in f.read_bytes(), f
-    assert json.loads(a.fingerprint()["extra_body"]) == {"access_token": "***", "api_key": "***", "top_k": 1}
+    assert a.fingerprint()["extra_body"] == {"access_token": "***", "api_key": "***", "top_k": 1}
     assert b"pw-0123456789" not in pickle.dumps(a)  # a copy in another process has no credentials
     plain = pickle.loads(pickle.dumps(_adapter(server)))  # ... and one without any still works
     assert plain.generate(_reqs(1))[0].error is None
