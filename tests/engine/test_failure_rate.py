@@ -163,7 +163,7 @@ def test_sweep_marks_a_failed_run_and_exits_3(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert cli_main([str(sweep)]) == 3
     table = pd.read_parquet(sweep / "sweep.parquet").set_index("job")
-    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "FAILED"
+    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "failed_samples"
     n = good.summary["n_samples"]
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"scored {n} of {2 * n} samples ({n} failed) in 2 run(s); 1 run(s) FAILED") and err.endswith(": 1")
