@@ -139,9 +139,11 @@ def _call_hydra(main_fn: Any, pending: list[BaseException]) -> int:
     except Exception as exc:
         if user_full:
             raise
-        failed = type(exc).__name__ == "FailedSamples"
+        # too many failed samples: a run's verdict, or a protocol's evaluation (EvaluationFailed)
+        failed = type(exc).__name__ in ("FailedSamples", "EvaluationFailed")
         if failed or _is_user_error(exc):
-            message = str(exc) if failed else f"medimg-bench run: {_one_line(exc)}"
+            message = (str(exc) if type(exc).__name__ == "FailedSamples" else f"medimg-bench run: {exc}") \
+                if failed else f"medimg-bench run: {_one_line(exc)}"
             print(message, file=sys.stderr, flush=True)
         else:  # not the user's doing: the trace is what a bug report needs
             traceback.print_exception(exc)

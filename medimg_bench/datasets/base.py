@@ -367,7 +367,7 @@ class ManifestDataset(torch.utils.data.Dataset):
         by the loader while it builds the manifest (:meth:`exclude`), counted and shown by the
         engine (``summary.json`` ``n_excluded`` / ``exclusions``, the console, ``report.html``)
         and by ``datasets check``. Every item a layout lists is a sample or an exclusion."""
-        return [dict(e) for e in self.__dict__.get("_exclusions", ())]
+        return [dict(e) for e in self.__dict__.get("_exclusions", (None, {}))[1].values()]
 
     def exclude(self, item_id: str, *, reason: str, file: str | Path | None = None, kind: str = "excluded") -> None:
         """Record that the layout's item ``item_id`` (read from ``file``) is not a sample, and why.
@@ -376,9 +376,11 @@ class ManifestDataset(torch.utils.data.Dataset):
         counts as a failed slide; ``"excluded"`` — anything else."""
         entry = {"id": str(item_id), "file": "" if file is None else str(file), "reason": str(reason),
                  "kind": str(kind)}
-        old = self.__dict__.get("_exclusions", ())
-        if entry not in old:  # recorded once however often it is found
-            self.__dict__["_exclusions"] = (*old, entry)  # a new tuple: copies share none
+        owner, table = self.__dict__.get("_exclusions", (None, {}))
+        if owner != id(self):  # a filtered or subset copy still shares its parent's table: copy on write
+            table = dict(table)
+            self.__dict__["_exclusions"] = (id(self), table)
+        table.setdefault(tuple(entry.values()), entry)  # recorded once however often it is found
 
     # -- samples --------------------------------------------------------------------------------
     def skip_pixels(self) -> None:

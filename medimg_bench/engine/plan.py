@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medimg_bench.datasets.base import dataset_identity
 from medimg_bench.engine.loader import sample_ids
 from medimg_bench.engine.options import EvalOptions
 from medimg_bench.engine.results import Records
 from medimg_bench.metrics.base import Metric
+
+if TYPE_CHECKING:
+    from medimg_bench.tasks.base import Task
 
 __all__ = ["SamplePlan", "RunState", "RunIdentity", "plan_samples", "open_run_state", "shard_of",
            "model_fingerprint", "metric_settings", "key_files", "files_identity"]
@@ -59,15 +63,13 @@ def metric_settings(metric: Metric) -> dict[str, Any]:
     return object_settings(metric)
 
 
-def key_files(obj: Any) -> dict[str, str]:
-    """``{option: local path}`` of the files and folders whose content decides ``obj``'s numbers
-    (its ``key_files()``; none without one)."""
-    from medimg_bench.identity import declared_files
-
-    return declared_files(obj)
+def key_files(obj: Task | Metric) -> dict[str, str]:
+    """``{option: local path}`` of the files and folders whose content decides the numbers of a
+    task or metric (its ``key_files()`` hook, declared on both base classes: none by default)."""
+    return {str(k): os.fspath(v) for k, v in (obj.key_files() or {}).items() if v is not None}
 
 
-def files_identity(task: Any, metrics: Mapping[str, Metric]) -> tuple[dict[str, Any], dict[str, Any]]:
+def files_identity(task: Task, metrics: Mapping[str, Metric]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(content digests, paths)`` of the files the task's and the metrics' options name, each
     ``{"task": {option: …}, "metrics": {name: {option: …}}}`` with empty parts left out. Digests
     come from :func:`medimg_bench._hashing.content_digests` (a file is read once per version)."""

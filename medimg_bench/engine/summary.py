@@ -30,11 +30,9 @@ def exclusion_summary(exclusions: Any) -> dict[str, Any]:
 
 
 def metric_value_tables(metric: Metric) -> dict[str, tuple[list[str], torch.Tensor]]:
-    """Per-sample values of a metric as ``{column: (ids, (N, C) tensor)}``; a combined metric
-    (one with ``metric_values()``) yields one entry per metric it computes."""
-    if hasattr(metric, "metric_values"):
-        return dict(metric.metric_values())
-    return {metric.name: metric.values()}
+    """Per-sample values of a metric as ``{column: (ids, (N, C) tensor)}``
+    (:meth:`Metric.metric_values`); a combined metric yields one entry per metric it computes."""
+    return dict(metric.metric_values())
 
 
 def _f(x: Any) -> float | None:
@@ -71,9 +69,7 @@ def summarize(
                 )
         else:
             out["metrics"][key] = _dataset_summary(metric, *dataset.get(key, (None, None)))
-        notes = getattr(metric, "summary_notes", None)
-        if callable(notes):  # a metric's own top-level facts (VQA: answers withheld)
-            out.update(notes())
+        out.update(metric.summary_notes())  # a metric's own top-level facts (VQA: answers withheld)
     status = samples["status"] if "status" in samples.columns else pd.Series(dtype=str)
     ids_failed = sorted(set(samples.loc[status == "failed", "id"])) if len(status) else []
     out["n_samples"] = int(samples["id"].nunique()) if len(samples) else 0
@@ -101,10 +97,7 @@ def _groups(ids: list[str], patients: Mapping[str, str]) -> list[str] | None:
 
 def higher_is_better(metric: Metric, column: str | None = None) -> bool | None:
     """Direction of a metric, or of one column of a combined metric (None: signed/undirected)."""
-    of = getattr(metric, "higher_is_better_of", None)
-    if column is not None and callable(of):
-        return of(column)
-    return metric.higher_is_better
+    return metric.higher_is_better if column is None else metric.higher_is_better_of(column)
 
 
 def value_bounds(metric: Metric, column: str | None = None) -> list[float | None]:

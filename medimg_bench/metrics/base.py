@@ -246,6 +246,22 @@ class Metric:
         """``(low, high)`` bounds of one column or statistic's values (infinite: unbounded)."""
         return self.value_ranges.get(column, self.value_range)
 
+    # -- optional hooks: declared here with their defaults, so no caller probes for them --------
+    def metric_values(self) -> dict[str, tuple[list[str], torch.Tensor]]:
+        """Per-sample values ``{column: (ids, (N, C) tensor)}``: one column, the metric's own
+        name, unless the metric computes several (combined metrics override this)."""
+        return {self.name: self.values()}
+
+    def summary_notes(self) -> dict[str, Any]:
+        """The metric's own top-level facts for ``summary.json`` (VQA: answers withheld); none by
+        default."""
+        return {}
+
+    def key_files(self) -> dict[str, Any]:
+        """``{option: local path}`` of the files whose content decides the numbers (a run's key
+        holds their content, not their path); none by default."""
+        return {}
+
     # -- distributed ----------------------------------------------------------------------------
     def sync(self, *, group: Any = None) -> None:
         """Merge states from all processes in place (no-op when not distributed).

@@ -73,7 +73,7 @@ def summary_section(run: RunData) -> str:
         per = m.get("per_class") or {}
         counts = [e.get("n") for e in per.values() if isinstance(e.get("n"), int)]
         n = m.get("n") if m.get("n") is not None else (max(counts) if counts else s.get("n_samples", ""))
-        scope = "dataset" if single_class(m) else f"macro over {len(per)} classes"
+        scope = "dataset" if single_class(m) else _macro_scope(per)
         rows.append([f"{name}{_arrow(m)}", m.get("kind", ""), scope, _num(value), ci_cell(low, high), n])
     if not rows:
         return note("summary.json holds no metric.")
@@ -81,6 +81,19 @@ def summary_section(run: RunData) -> str:
     boot = (f"Intervals: {pct}% bootstrap over patients ({s.get('n_resamples', '?')} resamples) unless the "
             "metric says otherwise (corpus figures: the pipeline's own resampling).")
     return table(["metric", "kind", "scope", "value", interval, "n"], rows) + note(boot)
+
+
+def _macro_scope(per_class: dict[str, Any]) -> str:
+    """``macro over K classes``, or ``macro over K of N classes (N - K without a value)`` when
+    the mean is taken over the classes that have one (a 117-class map with 41 organs present)."""
+    valued = [c for c, e in per_class.items() if _is_number(metric_value(e)[0])]
+    if len(valued) == len(per_class):
+        return f"macro over {len(per_class)} classes"
+    return f"macro over {len(valued)} of {len(per_class)} classes ({len(per_class) - len(valued)} without a value)"
+
+
+def _is_number(value: Any) -> bool:
+    return value is not None and not math.isnan(float(value))
 
 
 def _num(value: Any, digits: int = 3) -> dict[str, Any]:

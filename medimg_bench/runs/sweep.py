@@ -8,7 +8,7 @@ docs/report.md) in that folder (or ``--out``). Columns: ``job`` (the
 job's folder), one column per overridden key (``seed``, ``model.options.model_name``…), each
 metric's mean and interval (``auroc``, ``auroc_ci_low``, ``auroc_ci_high``), ``n_samples``,
 ``n_failed``, ``n_excluded``, ``wall_time_s``, ``overrides`` and ``config`` (the job's resolved config as JSON,
-secrets redacted), then ``run_dir``, and ``status``: ``FAILED`` for a run that scored no sample
+secrets redacted), then ``run_dir``, and ``status``: ``failed_samples`` for a run that scored no sample
 or failed more than its ``max_failure_rate`` (the command then exits 3), else ``ok``. A sweep
 through the submitit launchers (``jobs.json``, :mod:`medimg_bench.runs.slurm`) also has a row for
 every job that left no run directory, its ``status`` the job's (``failed``, ``cancelled``,
@@ -105,7 +105,7 @@ def _with_jobs(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[d
             row = {"job": str(entry.get("num")), "overrides": " ".join(overrides), "config": "{}", "run_dir": None}
             _swept(overrides, row)
             rows.append(row)
-        # a job that completed keeps its run's status (FAILED when its samples failed)
+        # a job that completed keeps its run's status (failed_samples when its samples failed)
         row["status"] = row.get("status", "ok") if state == "COMPLETED" else state.lower()
         row["error"] = error
         row["job_id"], row["log"] = entry.get("job_id"), entry.get("stderr") or row.get("log")
@@ -138,7 +138,7 @@ def sweep_table(multirun_dir: str | Path) -> Any:
     table = pd.DataFrame(rows)
     tail = [c for c in ("status", "error", "job_id", "log", "overrides", "config", "run_dir") if c in table.columns]
     table = table[[c for c in table.columns if c not in tail] + tail]
-    for col in ("n_samples", "n_failed"):  # counts stay integers beside a job without results
+    for col in ("n_samples", "n_failed", "n_excluded"):  # counts stay integers beside a job without results
         if col in table.columns:
             table[col] = table[col].astype("Int64")
     for col in table.columns:  # one type per column for Parquet
@@ -150,12 +150,12 @@ def sweep_table(multirun_dir: str | Path) -> Any:
 
 
 def _status(summary: dict[str, Any], manifest: dict[str, Any]) -> str:
-    """``FAILED`` when the run scored no sample or failed more than its ``max_failure_rate`` (the
+    """``failed_samples`` when the run scored no sample or failed more than its ``max_failure_rate`` (the
     CLI exited 3 for it), else ``ok``."""
     n, failed = int(summary.get("n_samples") or 0), int(summary.get("n_failed") or 0)
     rate = (manifest.get("config") or {}).get("max_failure_rate")
     rate = 1.0 if rate is None else float(rate)
-    return "FAILED" if n - failed <= 0 or failed > rate * n else "ok"
+    return "failed_samples" if n - failed <= 0 or failed > rate * n else "ok"
 
 
 def _markdown(table: Any) -> str:
@@ -206,7 +206,9 @@ def _unfinished_hint(table: Any, root: Path) -> str | None:
     directory (a checkpoint), the overrides of the others; None when every job finished."""
     if "status" not in table.columns:
         return None
-    bad = table[~table["status"].isin(["ok", "FAILED"])]  # FAILED runs finished: their samples failed
+    # a job status (failed, cancelled, timeout…) is a job that did not finish; failed_samples ran
+    # to the end with its samples failing: running it again as it is changes nothing
+    bad = table[~table["status"].isin(["ok", "failed_samples"])]
     if bad.empty:
         return None
     lines = [f"{len(bad)} of {len(table)} jobs did not finish (status, job id and log in the table)."]
@@ -223,7 +225,7 @@ def _unfinished_hint(table: Any, root: Path) -> str | None:
 
 def cli_main(argv: Sequence[str]) -> int:
     """``medimg-bench sweep MULTIRUN_DIR [--out DIR]``; exit 0 written, 1 nothing found, 3 written
-    but a run in it failed its samples (status ``FAILED``)."""
+    but a run in it failed its samples (status ``failed_samples``)."""
     import argparse
     import sys
 
@@ -249,7 +251,7 @@ def cli_main(argv: Sequence[str]) -> int:
 
     table = pd.read_parquet(pq, columns=["job", "n_samples", "n_failed", "status"])
     n, bad = int(table["n_samples"].fillna(0).sum()), int(table["n_failed"].fillna(0).sum())
-    failed = table.loc[table["status"] == "FAILED", "job"].tolist()
+    failed = table.loc[table["status"] == "failed_samples", "job"].tolist()
     line = f"scored {n - bad} of {n} samples ({bad} failed) in {len(table)} run(s)"
     if failed:  # a sweep with a failed run is not a table of results: exit 3, as the CLI did for it
         print(f"{line}; {len(failed)} run(s) FAILED (no sample scored, or more than max_failure_rate "

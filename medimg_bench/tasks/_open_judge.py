@@ -108,18 +108,6 @@ class OpenAnswerGrader:
             out.append(one)
         return out
 
-    def key_settings(self) -> dict[str, Any]:
-        """What a run's checkpoint key holds of the grading: the rubric by content (its prompt's
-        SHA-256, not the file's path), repeats, and each judge's identity and settings (no
-        server is asked: ``cache_identity``)."""
-        rubric = {k: v for k, v in self.rubric.identity().items() if k != "source"}
-        out: dict[str, Any] = {"rubric": rubric, "max_new_tokens": self.rubric.max_new_tokens,
-                               "repeats": self.repeats, "judge": self.judge.cache_identity(),
-                               "settings": self._settings(self.judge).to_dict()}
-        if self.second is not None:
-            out["second_judge"] = self.second.cache_identity()
-        return out
-
     def identity(self) -> dict[str, Any]:
         """What ``manifest.json["judge"]`` pins: rubric, prompt hash, judge fingerprints, settings."""
         out: dict[str, Any] = {**self.rubric.identity(), "repeats": self.repeats,

@@ -112,8 +112,3 @@ class Task:
         """``{option: path}`` of the files whose content decides the numbers (a run's key holds
         their content, not their path); none by default."""
         return {}
-
-    def key_settings(self) -> dict[str, Any]:
-        """The options a run's key holds: the public attributes (subclasses whose options name
-        files or objects return them by content instead)."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}

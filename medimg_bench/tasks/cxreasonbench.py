@@ -203,13 +203,6 @@ class CXReasonBenchReasoningTask(Task):
 
         return {f"judge_prompt_dir/{k}.txt": Path(self._prompt_dir).expanduser() / f"{k}.txt" for k in self.rubrics}
 
-    def key_settings(self) -> dict[str, Any]:
-        """The public options with the rubrics' file paths taken out (their text stays: content)."""
-        opts = {k: v for k, v in vars(self).items() if not k.startswith("_")}
-        opts["rubrics"] = {k: dataclasses.replace(r, source="file" if r.source != "builtin" else r.source)
-                           for k, r in self.rubrics.items()}
-        return opts
-
     def manifest_notes(self) -> dict[str, Any]:
         """``manifest.json["judge"]``: each stage rubric's identity and the judge's fingerprint."""
         return {"judge": {"rubrics": {k: r.identity() for k, r in self.rubrics.items()},

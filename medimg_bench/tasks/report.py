@@ -79,17 +79,6 @@ class ReportGenerationTask(Task):
             return {}
         return {f"scoring.{k}": v for k, v in self._rexrank.files().items()}
 
-    def key_settings(self) -> dict[str, Any]:
-        """The public options with the rexrank file options' paths taken out: their content is in
-        the key (:meth:`key_files`), so the same files elsewhere resume."""
-        from medimg_bench.metrics.text.rexrank import REXRANK_FILE_OPTIONS
-
-        opts = {k: v for k, v in vars(self).items() if not k.startswith("_")}
-        if self._rexrank is not None:
-            opts["scoring_options"] = {k: "<content: files.task>" if k in REXRANK_FILE_OPTIONS and v is not None
-                                       else v for k, v in self.scoring_options.items()}
-        return opts
-
     def build_metrics(self, spec: Any, classes: Sequence[str] | None) -> dict[str, Any]:
         # the root config's default (classification) metrics do not apply to reports
         if spec and not any(name in ("report_nlg", "chexpert_f1") or (opts or {}).get("metric") in

@@ -152,14 +152,6 @@ class VQATask(Task):
         """``{option: path}`` of the candidate list and rubric files: a run's key holds their content."""
         return dict(self._files)
 
-    def key_settings(self) -> dict[str, Any]:
-        """The public options, the open-answer grader as its rubric (by content), repeats and
-        judges (:meth:`OpenAnswerGrader.key_settings`) instead of an object's name."""
-        opts = {k: v for k, v in vars(self).items() if not k.startswith("_")}
-        if self.grader is not None:
-            opts["grader"] = self.grader.key_settings()
-        return opts
-
     def metric_kwargs(self, classes: Sequence[str] | None) -> dict[str, Any]:
         kw: dict[str, Any] = {"profile": self.profile}  # the vqa metric keeps the profile's harness figures
         if self.grader is not None:  # and the open-answer judge's verdicts, for their agreement

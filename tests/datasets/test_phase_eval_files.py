@@ -118,7 +118,9 @@ def test_run_scores_the_folder_as_the_matlab_evaluation(tmp_path, first_line):
                           "model.options.root=${dataset.root}/phase", "metrics=phase_cholec80",
                           "bootstrap.n_resamples=0", "progress=false"])
     run_config(cfg, out)
-    summary = json.loads((out / "summary.json").read_text())["metrics"]
+    whole = json.loads((out / "summary.json").read_text())
+    assert whole["n_excluded"] == 0  # stored frames are keyed (video, frame): none is an "unknown id"
+    summary = whole["metrics"]
     cut = 1 if first_line == "skip" else 0
     ref = cholec80_matlab_eval([p[cut:] for _, p in videos], [g[cut:] for g, _ in videos], fps=1.0)
     got = summary["cholec80_jaccard_relaxed"]

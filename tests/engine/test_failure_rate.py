@@ -163,7 +163,24 @@ def test_sweep_marks_a_failed_run_and_exits_3(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert cli_main([str(sweep)]) == 3
     table = pd.read_parquet(sweep / "sweep.parquet").set_index("job")
-    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "FAILED"
+    assert table.loc["0", "status"] == "ok" and table.loc["1", "status"] == "failed_samples"
     n = good.summary["n_samples"]
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"scored {n} of {2 * n} samples ({n} failed) in 2 run(s); 1 run(s) FAILED") and err.endswith(": 1")
+
+
+def test_cli_exits_3_when_a_protocol_evaluation_raises_evaluation_failed(capsys, monkeypatch):
+    """A protocol's own ``evaluate`` (a seed that scored nothing) raises EvaluationFailed: the CLI
+    says so without a traceback and exits 3, as for a run."""
+    from medimg_bench.cli import _call_hydra
+    from medimg_bench.engine.results import EvaluationFailed
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+    def main_fn():
+        raise EvaluationFailed(_results(4, 4, "linear_probe/x"))
+
+    assert _call_hydra(main_fn, []) == EXIT_FAILED_SAMPLES
+    err = capsys.readouterr().err
+    assert "linear_probe/x: no sample was scored (4 of 4 failed)" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "scored 0 of 4 samples (4 failed)"

@@ -1,4 +1,5 @@
-"""metrics/base.py: the input checks metrics share inside one engine block."""
+"""metrics/base.py: the input checks metrics share inside one engine block; the optional hooks
+declared on ``Metric``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from medimg_bench.metrics import base, classification
-from medimg_bench.metrics.base import checked_once, shared_input_checks
+from medimg_bench.metrics.base import Metric, checked_once, shared_input_checks
 from medimg_bench.registry import METRICS
 
 NAMES = ("auroc", "auprc", "sensitivity", "specificity", "ece")
@@ -97,3 +98,35 @@ def test_ids_that_are_not_str_are_still_copied_as_str():
         m2.update(p, t, ids=ids)
     assert m1.ids == m2.ids == ["a", "2", "c", "4"]
     assert all(type(i) is str for i in m1.ids + m2.ids)
+
+
+def test_optional_metric_hooks_are_declared_and_the_engine_does_not_probe_them():
+    """Issue 35 item 5: every optional hook is declared on ``Metric`` with its default, so the
+    engine calls it instead of ``getattr(metric, "hook", None)``."""
+    import ast
+    from pathlib import Path
+
+    import medimg_bench.engine as engine
+
+    m = _HookFree()
+    assert m.summary_notes() == {} and m.key_files() == {}
+    assert set(m.metric_values()) == {"hook_free"}
+    hooks = {a for a, v in vars(Metric).items() if callable(v) and not a.startswith("_")}
+    found = []
+    for path in sorted(Path(engine.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in hooks
+                    and "metric" in ast.unparse(node.args[0])):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "hooks probed instead of called:\n" + "\n".join(found)
+
+
+class _HookFree(Metric):
+    name = "hook_free"
+
+    def update(self, preds, targets, meta=None, *, ids=None) -> None:  # pragma: no cover - not called
+        raise AssertionError
+
+    def values(self):
+        return [], torch.zeros(0, 1)

@@ -189,3 +189,20 @@ def test_unreadable_run_directories_are_named(tmp_path):
     (tmp_path / "r" / "manifest.json").write_text("{}")
     with pytest.raises(ValueError, match=r"summary.json: not valid JSON"):
         write_report(tmp_path / "r")
+
+
+def test_summary_scope_counts_the_classes_the_mean_is_over(tmp_path):
+    """A 117-class label map with 41 organs present: the page says the mean is over 41 of 117
+    classes, not over 117 (issue 36 item 7)."""
+    from medimg_bench.report.rundir import RunData
+    from medimg_bench.report.sections import summary_section
+
+    per = {str(c): {"value": 0.9 if c <= 41 else None, "mean": None, "n": 1} for c in range(1, 118)}
+    per["5"]["value"] = float("nan")  # NaN is no value either
+    run = RunData(path=tmp_path, manifest={}, summary={
+        "n_samples": 1, "metrics": {"dice": {"kind": "per_sample", "mean": {"value": 0.9}, "per_class": per}}})
+    html = summary_section(run)
+    assert "macro over 40 of 117 classes (77 without a value)" in html
+    full = {str(c): {"value": 0.5, "n": 1} for c in range(3)}
+    run.summary["metrics"]["dice"]["per_class"] = full
+    assert "macro over 3 classes" in summary_section(run)

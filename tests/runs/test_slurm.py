@@ -63,6 +63,7 @@ def test_sweep_table_has_a_row_for_every_job_with_status_job_id_and_log(tmp_path
     assert list(table["seed"]) == [0, 2, 1, 3]
     assert table.loc["1", "error"] == "RuntimeError: Unknown model (not_a_model)" and pd.isna(table.loc["1", "auroc"])
     assert table.loc["0", "auroc"] == 0.8 and str(table["n_samples"].dtype) == "Int64"
+    assert str(table["n_failed"].dtype) == "Int64" and pd.isna(table.loc["1", "n_failed"])
     assert cli_main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| 1 | failed |" not in out  # the status column comes after the metrics

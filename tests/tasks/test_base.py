@@ -34,7 +34,7 @@ def test_every_public_hook_is_declared_on_the_base_class(name: str) -> None:
                          for attr in vars(klass) if not attr.startswith("_") and not hasattr(Task, attr)})
     assert not undeclared, f"task {name!r} defines {undeclared}, which Task does not declare"
     for attr in ("score", "predict", "metric_inputs", "sample_records", "plots", "write_outputs",
-                 "manifest_notes", "key_files", "key_settings", "bind_dataset"):
+                 "manifest_notes", "key_files", "bind_dataset"):
         assert callable(getattr(cls, attr)), attr
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import medimg_bench as mb
+from medimg_bench.engine.results import EvaluationFailed
 from medimg_bench.metrics.text.cxreasonbench import wilson_score
 from medimg_bench.models.vlm.base import GenerationResponse, GenerativeAdapter
 from medimg_bench.registry import create_dataset
@@ -170,9 +171,9 @@ def test_options_are_checked(tmp_path):
         CXReasonBenchReasoningTask()
     root, mimic = write_release(tmp_path)
     plain = create_dataset("cxreasonbench", root=root, mimic_root=mimic)
-    res = mb.evaluate(ScriptedModel(), plain, task=CXReasonBenchReasoningTask(judge=ScriptedJudge()),
-                      batch_size=5, progress=False, n_resamples=10)
-    assert "stages=true" in str(res.samples["error"].iloc[0])
+    with pytest.raises(EvaluationFailed, match="stages=true"):  # every sample fails, naming the option
+        mb.evaluate(ScriptedModel(), plain, task=CXReasonBenchReasoningTask(judge=ScriptedJudge()),
+                    batch_size=5, progress=False, n_resamples=10)
 
 
 def test_openai_adapter_on_the_loopback_server(tmp_path, chat_server):

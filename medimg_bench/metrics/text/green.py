@@ -244,17 +244,6 @@ class Green(Metric):
         content); nothing with ``replies=True``, where no prompt is sent."""
         return {"prompt_file": self.prompt_file} if self.prompt_file is not None and not self.replies else {}
 
-    def key_settings(self) -> dict[str, Any]:
-        """The options a run's key holds: the prompt file by content (:meth:`key_files`), not by
-        path; the GREEN model's ``generate`` by its code and the model identity it carries
-        (:func:`~medimg_bench._hashing.callable_identity`); ``analyses`` (the replies so far) is a
-        result, not an option."""
-        from medimg_bench._hashing import callable_identity
-
-        return {"generate": None if self.replies else callable_identity(self.generate),
-                "replies": self.replies, "max_words": self.max_words,
-                "prompt_file": None if self.prompt_file is None else "<content: files>"}
-
     def identity(self) -> dict[str, Any]:
         """What pins a GREEN number: the prompt (ours or the file, with its SHA-256), the word
         limit and the GREEN model's identity when ``generate`` carries one."""

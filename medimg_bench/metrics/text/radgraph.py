@@ -204,18 +204,6 @@ class RadGraphF1(Metric):
             return {}
         return {"model_cache_dir": Path(self._cache).expanduser() / str(self._model)}
 
-    def key_settings(self) -> dict[str, Any]:
-        """The options a run's key holds: ``version``, ``annotated``, the RadGraph model the
-        package loads (``radgraph`` / ``radgraph-xl`` …; its folder by content when
-        ``model_cache_dir`` is set, :meth:`key_files`) or a given ``annotator`` by its code and
-        identity (:func:`~medimg_bench._hashing.callable_identity`)."""
-        from medimg_bench._hashing import callable_identity
-
-        return {"version": self.version, "annotated": self.annotated,
-                "model": str(self._model) if self._loads_model else None,
-                "annotator": callable_identity(self._given_annotator),
-                "model_cache_dir": "<content: files>" if self.key_files() else None}
-
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         if self._annotator is None:
             self._annotator = load_annotator(self._model, model_cache_dir=self._cache)

@@ -281,18 +281,6 @@ class RaTEScoreMetric(Metric):
         return {k: v for k, v in (("ner_model", self._ner_model), ("encoder_model", self._encoder_model))
                 if v is not None and self._loads[k]}
 
-    def key_settings(self) -> dict[str, Any]:
-        """The options a run's key holds: ``affinity``; a given ``ner`` / ``encode`` by its code
-        and the identity it carries (:func:`~medimg_bench._hashing.callable_identity`), computed
-        from what was given, not from the models loaded since; model folders by content
-        (:meth:`key_files`)."""
-        from medimg_bench._hashing import callable_identity
-
-        files = self.key_files()
-        return {"affinity": self.affinity, "ner": callable_identity(self._given["ner"]),
-                "encode": callable_identity(self._given["encode"]),
-                **{k: "<content: files>" if k in files else None for k in ("ner_model", "encoder_model")}}
-
     def update(self, preds: Any, targets: Any, meta: Any = None, *, ids: Sequence[str] | None = None) -> None:
         if isinstance(preds, str) or isinstance(targets, str):
             raise ValueError(f"{self.name}: expected lists of reports, got a single string")

@@ -215,6 +215,11 @@ class FramePredictions(Lookup):
         """Frames are matched by video and position, not id: nothing to check by id."""
         return 0
 
+    def unknown_ids(self, ids: Sequence[Any]) -> list[str]:
+        """Frames are matched by video and position, not id: no stored row is an unknown id (the
+        rows are keyed ``(video, frame)``, which no sample id equals)."""
+        return []
+
     def _lookup(self, meta: Any, sid: str) -> Any:
         video = str(meta.get("video_id"))
         pos = meta.get("frame_index") if self.by == "frame" else meta.get("timestamp")
