@@ -105,9 +105,8 @@ def declaring(factory: Any, *, neutral: Mapping[str, str] | None = None) -> Any:
 
         @functools.wraps(init)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            params = bind_params(init, (self, *args), kwargs)
-            init(self, *args, **kwargs)
-            record_call(self, factory, params, neutral)
+            init(self, *args, **kwargs)  # first, so a wrong call fails with the factory's own message
+            record_call(self, factory, bind_params(init, (self, *args), kwargs), neutral)
 
         __init__.__declared_for__ = factory  # type: ignore[attr-defined]
         factory.__init__ = __init__
@@ -117,9 +116,8 @@ def declaring(factory: Any, *, neutral: Mapping[str, str] | None = None) -> Any:
 
     @functools.wraps(factory)
     def made(*args: Any, **kwargs: Any) -> Any:
-        params = bind_params(factory, args, kwargs)
-        obj = factory(*args, **kwargs)
-        record_call(obj, made, params, neutral)
+        obj = factory(*args, **kwargs)  # first, so a wrong call fails with the factory's own message
+        record_call(obj, made, bind_params(factory, args, kwargs), neutral)
         return obj
 
     made.__declared__ = True  # type: ignore[attr-defined]
