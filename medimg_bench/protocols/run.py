@@ -46,6 +46,7 @@ def run_protocol(cfg: Mapping[str, Any], run_dir: str | Path) -> Any:
         if finished is not None:
             return finished
     seeds = [int(s) for s in (p.get("seeds") or [c["seed"]])]
+    c = _with_resolved_multilabel(c)
     start = time.perf_counter()
     fn = {"linear_probe": _probe, "knn": _probe, "few_shot": _probe, "fine_tune": _fine_tune,
           "zero_shot": _zero_shot, "retrieval": _retrieval, "mil": _mil, "regression_probe": _regression}[name]
@@ -80,6 +81,20 @@ def _datasets(c: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[Any, Any, Any
 
 def _multilabel(c: Mapping[str, Any]) -> bool:
     return bool((c["task"].get("options") or {}).get("multilabel", True))
+
+
+def _with_resolved_multilabel(c: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``c`` with ``task.options.multilabel`` left unset (null: the dataset decides, as
+    ``ClassificationTask.bind_dataset`` does for a run) taken from the test dataset's
+    ``multilabel`` (multi-label when the dataset does not say)."""
+    opts = dict(c["task"].get("options") or {})
+    if "multilabel" not in opts or opts["multilabel"] is not None:
+        return c
+    from medimg_bench.builders import build_dataset
+
+    known = getattr(build_dataset(c["dataset"], c["dataset"].get("split")), "multilabel", None)
+    opts["multilabel"] = True if known is None else bool(known)
+    return {**c, "task": {**c["task"], "options": opts}}
 
 
 def _device(c: Mapping[str, Any]) -> torch.device:
