@@ -29,6 +29,9 @@ from medimg_bench.identity import (
     param_identity,
 )
 from medimg_bench.registry import DATASETS, METRICS, MODELS, TASKS
+from tests.engine.test_key_options import (
+    _Judge,  # the judge stand-in both key tests build tasks with
+)
 
 OLD = 1_600_000_000  # file times in the past: digests are cached (not "racily clean")
 
@@ -120,14 +123,6 @@ def test_the_outermost_call_is_recorded_and_secrets_are_not():
 
 
 # -- metrics and tasks -----------------------------------------------------------------------------
-class _Judge:
-    name = "judge"
-
-    def fingerprint(self) -> dict:
-        return {"name": "judge"}
-
-    def generate(self, requests):  # pragma: no cover - never called
-        raise AssertionError
 
 
 def _build(registry, name: str, **changed):

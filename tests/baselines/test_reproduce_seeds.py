@@ -16,20 +16,12 @@ from medimg_bench.baselines.cards import CardError, load_card, published_values,
 from medimg_bench.baselines.reproduce import check_dataset_root, cli_main, reproduce
 from medimg_bench.baselines.seeds import combine_seeds, seed_interval
 from tests.baselines.test_cards_reproduce import _card
+from tests.datasets._helpers import write_breastmnist_like
 
 
 @pytest.fixture(scope="module")
 def npz_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("medmnist_seeds")
-    rng = np.random.default_rng(1)
-    arrs = {}
-    for split, n in (("train", 40), ("val", 8), ("test", 40)):
-        y = rng.integers(0, 2, size=(n, 1)).astype(np.uint8)
-        x = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
-        x[y[:, 0] == 1, 8:20, 8:20] = 230
-        arrs[f"{split}_images"], arrs[f"{split}_labels"] = x, y
-    np.savez(root / "breastmnist.npz", **arrs)
-    return root
+    return write_breastmnist_like(tmp_path_factory.mktemp("medmnist_seeds"), sizes=(40, 8, 40), seed=1)
 
 
 def test_seed_interval_is_the_t_interval_of_the_mean_and_the_mean_test_half_width_in_quadrature():

@@ -71,3 +71,20 @@ def edit_json_item(path: Path, index: int, **fields: Any) -> None:
     items = json.loads(path.read_text())
     items[index].update(fields)
     path.write_text(json.dumps(items))
+
+
+def write_breastmnist_like(root, *, sizes: tuple[int, int, int], seed: int):
+    """A BreastMNIST-shaped ``breastmnist.npz`` under ``root`` (binary class: one label column,
+    integers 0/1; the positives carry a bright square) with ``sizes`` images in train/val/test;
+    returns ``root``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    arrs = {}
+    for split, n in zip(("train", "val", "test"), sizes):
+        y = rng.integers(0, 2, size=(n, 1)).astype(np.uint8)
+        x = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
+        x[y[:, 0] == 1, 8:20, 8:20] = 230
+        arrs[f"{split}_images"], arrs[f"{split}_labels"] = x, y
+    np.savez(root / "breastmnist.npz", **arrs)
+    return root

@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
 import medimg_bench as mb
 from medimg_bench.registry import create_task
+from tests.datasets._helpers import write_breastmnist_like
 
 
 @pytest.fixture(scope="module")
 def breast_root(tmp_path_factory):
     """A BreastMNIST-shaped file (binary-class: one label column, integers 0/1)."""
-    root = tmp_path_factory.mktemp("medmnist")
-    rng = np.random.default_rng(0)
-    arrs = {}
-    for split, n in (("train", 12), ("val", 4), ("test", 12)):
-        y = rng.integers(0, 2, size=(n, 1)).astype(np.uint8)
-        x = rng.integers(0, 60, size=(n, 28, 28)).astype(np.uint8)
-        x[y[:, 0] == 1, 8:20, 8:20] = 230
-        arrs[f"{split}_images"], arrs[f"{split}_labels"] = x, y
-    np.savez(root / "breastmnist.npz", **arrs)
-    return root
+    return write_breastmnist_like(tmp_path_factory.mktemp("medmnist"), sizes=(12, 4, 12), seed=0)
 
 
 class _Bright:
